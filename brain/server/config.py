@@ -1,0 +1,220 @@
+"""Server configuration: one TOML file, environment overrides, command-line flags.
+
+Precedence, lowest first: built-in defaults, the TOML file, environment
+variables named ``BRAIN_<SECTION>__<KEY>`` (``BRAIN_SERVER__PORT=9100``), then
+flags. ``BRAIN_DATA`` also sets ``server.data_dir``. An unknown section or key,
+in the file or in the environment, is an error: a typo must never be silently
+ignored. Every key is documented in ``spec/06-operations.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_FRAME_CEILING
+from brain.wire.session import DEFAULT_MAX_STREAMS
+
+__all__ = [
+    "AdminConfig",
+    "Config",
+    "ConfigError",
+    "ENV_PREFIX",
+    "LogConfig",
+    "ServerConfig",
+    "load_config",
+]
+
+ENV_PREFIX: Final = "BRAIN_"
+SECRET_KEYS: Final = frozenset({("admin", "token")})
+"""Keys whose values never appear in logs or in ``/v1/config``."""
+
+DEFAULT_MAX_CONNECTIONS: Final = 1024
+"""Open wire connections beyond which new ones are refused with OVERLOADED;
+each costs a task and buffers, so the bound keeps memory bounded under a flood."""
+
+DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
+"""A connection with nothing in flight and no bytes for this long is closed."""
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; raised at startup, never sent on the wire."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The ``[server]`` section: listeners, limits and the data directory."""
+
+    host: str = "127.0.0.1"
+    port: int = 9090
+    public_host: str = "127.0.0.1"
+    public_port: int = 9091
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 9092
+    data_dir: str = "./brain-data"
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """The ``[admin]`` section."""
+
+    token: str = ""
+    """Bearer token for the admin port; empty means the one made at first start."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The ``[log]`` section."""
+
+    level: str = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole effective configuration."""
+
+    server: ServerConfig = field(default_factory=ServerConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def data_path(self) -> Path:
+        """The data directory as a path."""
+        return Path(self.server.data_dir)
+
+    def redacted(self) -> dict[str, dict[str, object]]:
+        """Every setting, with secrets replaced by ``"<redacted>"``."""
+        out: dict[str, dict[str, object]] = {}
+        for section in dataclasses.fields(self):
+            values = dataclasses.asdict(getattr(self, section.name))
+            for key in values:
+                if (section.name, key) in SECRET_KEYS and values[key]:
+                    values[key] = "<redacted>"
+            out[section.name] = values
+        return out
+
+
+_SECTIONS: Final[dict[str, type[Any]]] = {
+    "server": ServerConfig,
+    "admin": AdminConfig,
+    "log": LogConfig,
+}
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def _coerce(section: str, key: str, raw: object, target: type[Any], origin: str) -> object:
+    where = f"{section}.{key} (from {origin})"
+    if target is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("true", "false", "1", "0"):
+            return raw.lower() in ("true", "1")
+        raise ConfigError(f"{where} must be true or false, got {raw!r}")
+    if target is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw, 10)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where} must be an integer, got {raw!r}")
+    if target is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        if isinstance(raw, str):
+            try:
+                return float(raw)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where} must be a number, got {raw!r}")
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where} must be text, got {raw!r}")
+    return raw
+
+
+def _field_types(cls: type[Any]) -> dict[str, type[Any]]:
+    return {f.name: type(f.default) for f in dataclasses.fields(cls)}
+
+
+def _apply(
+    values: dict[str, dict[str, object]], section: str, key: str, raw: object, origin: str
+) -> None:
+    cls = _SECTIONS.get(section)
+    if cls is None:
+        known = ", ".join(sorted(_SECTIONS))
+        raise ConfigError(f"unknown config section [{section}] in {origin} (known: {known})")
+    types = _field_types(cls)
+    if key not in types:
+        known = ", ".join(sorted(types))
+        raise ConfigError(f"unknown config key {section}.{key} in {origin} (known: {known})")
+    values.setdefault(section, {})[key] = _coerce(section, key, raw, types[key], origin)
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Config:
+    """Build the effective configuration; raise :class:`ConfigError` on any mistake.
+
+    ``overrides`` maps ``"section.key"`` to a value (from command-line flags).
+    """
+    env = os.environ if environ is None else environ
+    values: dict[str, dict[str, object]] = {}
+    if path is not None:
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        for section, table in document.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{section} in {path} must be a [section] table")
+            for key, raw in table.items():
+                _apply(values, section, key, raw, str(path))
+    if "BRAIN_DATA" in env:
+        _apply(values, "server", "data_dir", env["BRAIN_DATA"], "BRAIN_DATA")
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX) :].partition("__")
+        _apply(values, section.lower(), key.lower(), raw, f"environment {name}")
+    for dotted, raw in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        _apply(values, section, key, raw, "command line")
+    sections = {name: cls(**values.get(name, {})) for name, cls in _SECTIONS.items()}
+    config = Config(**sections)
+    _validate(config)
+    return config
+
+
+def _validate(config: Config) -> None:
+    server = config.server
+    for key in ("port", "public_port", "admin_port"):
+        port = getattr(server, key)
+        if not 0 <= port <= 0xFFFF:
+            raise ConfigError(f"server.{key} must be a TCP port (0-65535), got {port}")
+    if not 1 <= server.max_frame <= MAX_FRAME_CEILING:
+        raise ConfigError(f"server.max_frame must be in 1..{MAX_FRAME_CEILING}")
+    if server.max_streams < 1:
+        raise ConfigError("server.max_streams must be at least 1")
+    if server.max_connections < 1:
+        raise ConfigError("server.max_connections must be at least 1")
+    if server.idle_timeout_s <= 0:
+        raise ConfigError("server.idle_timeout_s must be positive")
+    if not server.data_dir:
+        raise ConfigError("server.data_dir must not be empty")
+    if config.log.level not in _LOG_LEVELS:
+        raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")

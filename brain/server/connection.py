@@ -1,0 +1,193 @@
+"""One wire connection: the asyncio shell around :class:`brain.wire.session.ServerSession`.
+
+The read loop feeds bytes to the session and acts on its events: bytes are
+written, AUTH is checked against the key store in a worker thread, and every
+data request runs in its own task so that answers may come back in any order
+(WIRE.md §3). Nothing here parses bytes or decides protocol questions; that is
+the session's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+from brain.errors import BrainError, Internal, Unauthenticated
+from brain.ids import new_id
+from brain.server.backend import Backend
+from brain.server.keys import KeyStore
+from brain.server.metrics import ServerMetrics
+from brain.wire.messages.control import CancelStreamOk
+from brain.wire.opcodes import Opcode
+from brain.wire.session import (
+    HANDSHAKE_TIMEOUT_S,
+    AuthRequested,
+    ByeRequested,
+    CancelRequested,
+    CloseConnection,
+    Event,
+    Outgoing,
+    Principal,
+    RequestReceived,
+    ServerSession,
+    encode_error_frame,
+)
+
+__all__ = ["Connection", "READ_CHUNK"]
+
+log = logging.getLogger("brain.server")
+
+READ_CHUNK: Final = 64 * 1024
+"""Bytes asked of the socket per read: never more than this is buffered ahead of
+the frame reader, whatever length a header claims."""
+
+
+class Connection:
+    """Serves one accepted TCP connection until it closes."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        session: ServerSession,
+        backend: Backend,
+        keys: KeyStore,
+        metrics: ServerMetrics,
+        idle_timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._session = session
+        self._backend = backend
+        self._keys = keys
+        self._metrics = metrics
+        self._idle_timeout_s = idle_timeout_s
+        self._clock = clock
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._closing = False
+        peer = writer.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def serve(self) -> None:
+        """Run until the peer leaves, the protocol closes the connection, or a timeout."""
+        started = self._clock()
+        try:
+            while not self._closing:
+                timeout = self._read_timeout(started)
+                try:
+                    data = await asyncio.wait_for(self._reader.read(READ_CHUNK), timeout)
+                except TimeoutError:
+                    reason = (
+                        "handshake timeout" if not self._session.handshake_done else "idle timeout"
+                    )
+                    log.info("closing %s: %s", self._peer, reason)
+                    break
+                if not data:
+                    break
+                await self._act(self._session.receive_data(data))
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s dropped: %s", self._peer, exc)
+        except Exception:
+            # A bug in our own handling: say so on stream 0 rather than leave the peer hanging.
+            log_id = new_id().hex()
+            log.exception("internal error %s on connection %s", log_id, self._peer)
+            error = Internal(f"internal error; see the server log for id {log_id}")
+            self._writer.write(encode_error_frame(0, error))
+        finally:
+            await self._shutdown()
+
+    def _read_timeout(self, started: float) -> float | None:
+        if not self._session.handshake_done:
+            return max(0.0, started + HANDSHAKE_TIMEOUT_S - self._clock())
+        if self._tasks:
+            return None  # work in flight: the client is waiting on us, not idle
+        return self._idle_timeout_s
+
+    async def _act(self, events: list[Event]) -> None:
+        for event in events:
+            if isinstance(event, Outgoing):
+                self._writer.write(event.data)
+            elif isinstance(event, CloseConnection):
+                self._closing = True
+                # Wake the read loop if it is parked in read(): nothing more is read.
+                self._reader.feed_eof()
+                if event.reason != "BYE":
+                    self._metrics.protocol_errors.labels(error=event.reason[:64]).inc()
+            elif isinstance(event, RequestReceived):
+                task = asyncio.create_task(self._run(event))
+                self._tasks[event.stream_id] = task
+            elif isinstance(event, AuthRequested):
+                await self._authenticate(event)
+            elif isinstance(event, CancelRequested):
+                await self._act(self._cancel(event))
+            elif isinstance(event, ByeRequested):
+                log.debug("%s said BYE with %d in flight", self._peer, len(self._tasks))
+        if events:
+            await self._writer.drain()
+
+    async def _authenticate(self, event: AuthRequested) -> None:
+        record = await asyncio.to_thread(self._keys.authenticate, event.api_key)
+        if record is None:
+            self._metrics.requests.labels(opcode="AUTH", outcome="UNAUTHENTICATED").inc()
+            await self._act(
+                self._session.auth_failed(event.stream_id, Unauthenticated("unknown API key"))
+            )
+            return
+        principal = Principal(record.namespace, record.key_id, record.permissions)
+        self._metrics.requests.labels(opcode="AUTH", outcome="ok").inc()
+        await self._act(self._session.auth_succeeded(event.stream_id, principal))
+
+    def _cancel(self, event: CancelRequested) -> list[Event]:
+        task = self._tasks.get(event.target)
+        cancelled = task is not None and not task.done()
+        return self._session.respond(
+            event.stream_id, Opcode.CANCEL_STREAM, CancelStreamOk(cancelled=cancelled)
+        )
+
+    async def _run(self, event: RequestReceived) -> None:
+        started = time.perf_counter()
+        principal = self._session.principal
+        assert principal is not None
+        try:
+            try:
+                answer = await self._backend.execute(principal, event.opcode, event.request)
+            except BrainError as exc:
+                outcome = exc.wire_name
+                events = self._session.respond_error(event.stream_id, exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log_id = new_id().hex()
+                log.exception("internal error %s on %s", log_id, event.opcode.name)
+                error = Internal(f"internal error; see the server log for id {log_id}")
+                outcome = error.wire_name
+                events = self._session.respond_error(event.stream_id, error)
+            else:
+                outcome = "ok"
+                events = self._session.respond(event.stream_id, event.opcode, answer)
+            self._metrics.observe(event.opcode.name, outcome, time.perf_counter() - started)
+            await self._act(events)
+        except (ConnectionError, OSError):
+            self._closing = True
+        finally:
+            self._tasks.pop(event.stream_id, None)
+
+    async def _shutdown(self) -> None:
+        self._session.close()
+        for task in list(self._tasks.values()):
+            task.cancel()
+        for task in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.drain()
+        self._writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.wait_closed()

@@ -1,0 +1,142 @@
+"""The two HTTP ports (WIRE.md §9): public health and metrics, and the admin API.
+
+The public port needs no credentials and says nothing private: liveness,
+readiness and Prometheus metrics. Every admin route needs
+``Authorization: Bearer <admin_token>`` and answers 401 without it; bodies are
+JSON both ways, and errors are JSON objects with the wire error's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from aiohttp import web
+
+from brain.errors import BrainError, InvalidArgument, NotFound
+from brain.server.backend import Backend
+from brain.server.config import Config
+from brain.server.keys import KeyStore, parse_permissions
+from brain.server.metrics import ServerMetrics
+
+__all__ = ["ADMIN_MAX_BODY", "make_admin_app", "make_public_app"]
+
+ADMIN_MAX_BODY: Final = 1024 * 1024
+"""Admin requests are small JSON documents; a larger body is refused."""
+
+PROMETHEUS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_STATUS_BY_ERROR: Final = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "PERMISSION_DENIED": 403}
+
+
+def _error(status: int, name: str, message: str, field: str | None = None) -> web.Response:
+    body: dict[str, object] = {"error": name, "message": message}
+    if field is not None:
+        body["field"] = field
+    return web.json_response(body, status=status)
+
+
+def make_public_app(backend: Backend, metrics: ServerMetrics) -> web.Application:
+    """``/healthz``, ``/readyz`` and ``/metrics``."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        status = backend.status()
+        if status.ready:
+            return web.json_response({"ready": True, "applied_lsn": status.applied_lsn})
+        return web.json_response(
+            {"ready": False, "reason": status.reason or "not ready"}, status=503
+        )
+
+    async def metrics_route(_: web.Request) -> web.Response:
+        body = await asyncio.to_thread(metrics.render)
+        return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_route)
+    return app
+
+
+def make_admin_app(config: Config, keys: KeyStore) -> web.Application:
+    """The admin API; routes arrive with the features they manage."""
+
+    configured_token = config.admin.token
+
+    async def token_ok(presented: str) -> bool:
+        if configured_token:
+            return hmac.compare_digest(presented.encode(), configured_token.encode())
+        return await asyncio.to_thread(keys.check_admin_token, presented)
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        header = request.headers.get("Authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not presented or not await token_ok(presented.strip()):
+            return web.json_response(
+                {"error": "UNAUTHENTICATED", "message": "a valid admin bearer token is required"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="brain-admin"'},
+            )
+        try:
+            return await handler(request)
+        except BrainError as exc:
+            status = _STATUS_BY_ERROR.get(exc.wire_name, 409)
+            return _error(status, exc.wire_name, exc.message, exc.field)
+
+    async def read_json(request: web.Request) -> dict[str, object]:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise InvalidArgument("body must be a JSON object")
+        return body
+
+    async def create_key(request: web.Request) -> web.Response:
+        body = await read_json(request)
+        unknown = sorted(set(body) - {"namespace", "permissions"})
+        if unknown:
+            raise InvalidArgument(f"unknown key {unknown[0]!r}", field=unknown[0])
+        namespace = body.get("namespace")
+        if not isinstance(namespace, str):
+            raise InvalidArgument("namespace (text) is required", field="namespace")
+        raw_perms = body.get("permissions", ["read", "write"])
+        if not isinstance(raw_perms, list) or not all(isinstance(p, str) for p in raw_perms):
+            raise InvalidArgument("permissions must be a list of text", field="permissions")
+        permissions = parse_permissions(str(p) for p in raw_perms)
+        api_key, record = await asyncio.to_thread(keys.create_key, namespace, permissions)
+        return web.json_response({"api_key": api_key, **record.to_json()}, status=201)
+
+    async def list_keys(_: web.Request) -> web.Response:
+        records = await asyncio.to_thread(keys.list_keys)
+        return web.json_response({"keys": [r.to_json() for r in records]})
+
+    async def delete_key(request: web.Request) -> web.Response:
+        raw = request.match_info["key_id"]
+        try:
+            key_id = bytes.fromhex(raw)
+        except ValueError:
+            raise NotFound(f"no key with id {raw}") from None
+        if len(key_id) != 16:
+            raise NotFound(f"no key with id {raw}")
+        await asyncio.to_thread(keys.delete_key, key_id)
+        return web.Response(status=204)
+
+    async def show_config(_: web.Request) -> web.Response:
+        return web.json_response(config.redacted())
+
+    app = web.Application(middlewares=[guard], client_max_size=ADMIN_MAX_BODY)
+    app.router.add_post("/v1/keys", create_key)
+    app.router.add_get("/v1/keys", list_keys)
+    app.router.add_delete("/v1/keys/{key_id}", delete_key)
+    app.router.add_get("/v1/config", show_config)
+    return app

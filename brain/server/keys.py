@@ -1,0 +1,253 @@
+"""API keys and the admin token, stored only as hashes (WIRE.md §4, §10).
+
+A key is ``brn_`` followed by the unpadded base64url of 32 random bytes. The
+server keeps its SHA-256, never the key: with 256 bits of entropy a plain hash
+cannot be reversed or guessed, so no slow password hash is needed, and AUTH
+stays a single lookup.
+
+Keys live in their own small LMDB environment, ``DATA/keys``, apart from the
+record store. LMDB's own inter-process locking lets ``brain keys create`` add a
+key while a server runs on the same directory; the server sees it on the next
+AUTH because every check reads the table afresh, and a deleted key fails from
+its next AUTH on.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import lmdb
+
+from brain.errors import InvalidArgument, NotFound
+from brain.ids import new_id
+from brain.wire import cbor
+from brain.wire.opcodes import Permission
+
+__all__ = [
+    "API_KEY_PREFIX",
+    "KeyRecord",
+    "KeyStore",
+    "NAMESPACE_PATTERN",
+    "generate_api_key",
+    "generate_admin_token",
+    "parse_permissions",
+]
+
+API_KEY_PREFIX: Final = "brn_"
+API_KEY_RANDOM_BYTES: Final = 32
+"""256 bits: unguessable, and long enough that a plain SHA-256 is a safe store."""
+
+ADMIN_TOKEN_RANDOM_BYTES: Final = 32
+
+KEYS_MAP_SIZE: Final = 64 * 1024 * 1024
+"""Address space for the key store; a key record is ~100 bytes, so this holds
+hundreds of thousands of keys and costs nothing until used (LMDB maps lazily)."""
+
+NAMESPACE_PATTERN: Final = re.compile(r"[a-z0-9_.\-]{1,64}")
+"""Namespaces follow the rule for spaces (WIRE.md §4)."""
+
+_DEFAULT_NAMESPACE: Final = "default"
+_META_BOOTSTRAPPED: Final = b"bootstrapped"
+_META_ADMIN_TOKEN: Final = b"admin_token_sha256"
+
+
+def generate_api_key() -> str:
+    """A new random API key."""
+    raw = os.urandom(API_KEY_RANDOM_BYTES)
+    return API_KEY_PREFIX + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def generate_admin_token() -> str:
+    """A new random admin bearer token."""
+    return base64.urlsafe_b64encode(os.urandom(ADMIN_TOKEN_RANDOM_BYTES)).rstrip(b"=").decode()
+
+
+def _hash(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def parse_permissions(values: Iterable[str]) -> frozenset[Permission]:
+    """Permissions from their names; InvalidArgument names a bad one."""
+    result: set[Permission] = set()
+    for value in values:
+        try:
+            result.add(Permission(value.strip()))
+        except ValueError:
+            allowed = ", ".join(p.value for p in Permission)
+            raise InvalidArgument(
+                f"unknown permission {value!r} (allowed: {allowed})", field="permissions"
+            ) from None
+    if not result:
+        raise InvalidArgument("at least one permission is needed", field="permissions")
+    return frozenset(result)
+
+
+def check_namespace(name: str) -> str:
+    """Return ``name`` if it is a valid namespace name, else raise InvalidArgument."""
+    if not NAMESPACE_PATTERN.fullmatch(name):
+        raise InvalidArgument(
+            f"namespace {name!r} must be 1-64 characters of [a-z0-9_.-]", field="namespace"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """What the server knows about a key: everything but the secret."""
+
+    key_id: bytes
+    namespace: str
+    permissions: frozenset[Permission]
+    created_at: int
+
+    def to_json(self) -> dict[str, object]:
+        """The record as the admin port shows it."""
+        return {
+            "key_id": self.key_id.hex(),
+            "namespace": self.namespace,
+            "permissions": [p.value for p in Permission if p in self.permissions],
+            "created_at": self.created_at,
+        }
+
+    def _encode(self) -> bytes:
+        return cbor.encode(
+            {
+                "key_id": self.key_id,
+                "namespace": self.namespace,
+                "permissions": sorted(p.value for p in self.permissions),
+                "created_at": self.created_at,
+            }
+        )
+
+    @classmethod
+    def _decode(cls, raw: bytes) -> KeyRecord:
+        value = cbor.decode(raw)
+        assert isinstance(value, dict)
+        key_id, namespace = value["key_id"], value["namespace"]
+        perms, created_at = value["permissions"], value["created_at"]
+        assert isinstance(key_id, bytes) and isinstance(namespace, str)
+        assert isinstance(perms, list) and isinstance(created_at, int)
+        return cls(key_id, namespace, frozenset(Permission(str(p)) for p in perms), created_at)
+
+
+class KeyStore:
+    """The key table of one data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        path = data_dir / "keys"
+        path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(str(path), map_size=KEYS_MAP_SIZE, max_dbs=4, subdir=True)
+        self._by_hash = self._env.open_db(b"key_by_hash")
+        self._hash_by_id = self._env.open_db(b"hash_by_key_id")
+        self._namespaces = self._env.open_db(b"namespaces")
+        self._meta = self._env.open_db(b"meta")
+
+    def close(self) -> None:
+        """Release the environment."""
+        self._env.close()
+
+    # --- namespaces and bootstrap ------------------------------------------------------
+
+    def ensure_namespace(self, name: str) -> None:
+        """Create namespace ``name`` if it does not exist."""
+        check_namespace(name)
+        with self._env.begin(write=True) as txn:
+            txn.put(
+                name.encode(), str(time.time_ns()).encode(), db=self._namespaces, overwrite=False
+            )
+
+    def namespaces(self) -> list[str]:
+        """Every namespace, sorted."""
+        with self._env.begin() as txn:
+            return [bytes(k).decode() for k, _ in txn.cursor(db=self._namespaces)]
+
+    def is_bootstrapped(self) -> bool:
+        """True once first-start credentials were made for this directory."""
+        with self._env.begin() as txn:
+            return txn.get(_META_BOOTSTRAPPED, db=self._meta) is not None
+
+    def bootstrap(self, api_key: str, admin_token: str) -> KeyRecord:
+        """Store the first-start key (read, write, admin on ``default``) and admin token."""
+        record = KeyRecord(new_id(), _DEFAULT_NAMESPACE, frozenset(Permission), time.time_ns())
+        with self._env.begin(write=True) as txn:
+            txn.put(
+                _DEFAULT_NAMESPACE.encode(),
+                str(record.created_at).encode(),
+                db=self._namespaces,
+                overwrite=False,
+            )
+            self._put_key(txn, api_key, record)
+            txn.put(_META_ADMIN_TOKEN, _hash(admin_token), db=self._meta)
+            txn.put(_META_BOOTSTRAPPED, b"1", db=self._meta)
+        return record
+
+    def check_admin_token(self, token: str) -> bool:
+        """True if ``token`` is the stored admin token (constant-time comparison)."""
+        with self._env.begin() as txn:
+            stored = txn.get(_META_ADMIN_TOKEN, db=self._meta)
+        return stored is not None and hmac.compare_digest(bytes(stored), _hash(token))
+
+    # --- keys ---------------------------------------------------------------------------
+
+    def create_key(
+        self, namespace: str, permissions: frozenset[Permission]
+    ) -> tuple[str, KeyRecord]:
+        """Mint a key for ``namespace`` (created if new); return the secret and record."""
+        check_namespace(namespace)
+        if not permissions:
+            raise InvalidArgument("at least one permission is needed", field="permissions")
+        api_key = generate_api_key()
+        record = KeyRecord(new_id(), namespace, permissions, time.time_ns())
+        with self._env.begin(write=True) as txn:
+            txn.put(
+                namespace.encode(),
+                str(record.created_at).encode(),
+                db=self._namespaces,
+                overwrite=False,
+            )
+            self._put_key(txn, api_key, record)
+        return api_key, record
+
+    def _put_key(self, txn: lmdb.Transaction, api_key: str, record: KeyRecord) -> None:
+        digest = _hash(api_key)
+        txn.put(digest, record._encode(), db=self._by_hash)
+        txn.put(record.key_id, digest, db=self._hash_by_id)
+
+    def authenticate(self, api_key: str) -> KeyRecord | None:
+        """The record of ``api_key``, or None when it is unknown or deleted."""
+        if not api_key.startswith(API_KEY_PREFIX):
+            return None
+        with self._env.begin() as txn:
+            raw = txn.get(_hash(api_key), db=self._by_hash)
+            return None if raw is None else KeyRecord._decode(bytes(raw))
+
+    def list_keys(self) -> list[KeyRecord]:
+        """Every key, oldest first (key ids are time-ordered)."""
+        with self._env.begin() as txn:
+            records = []
+            for _, digest in txn.cursor(db=self._hash_by_id):
+                raw = txn.get(bytes(digest), db=self._by_hash)
+                if raw is not None:
+                    records.append(KeyRecord._decode(bytes(raw)))
+            return records
+
+    def delete_key(self, key_id: bytes) -> KeyRecord:
+        """Revoke a key; raise NotFound if there is no such key."""
+        with self._env.begin(write=True) as txn:
+            digest = txn.get(key_id, db=self._hash_by_id)
+            if digest is None:
+                raise NotFound(f"no key with id {key_id.hex()}")
+            raw = txn.get(bytes(digest), db=self._by_hash)
+            txn.delete(bytes(digest), db=self._by_hash)
+            txn.delete(key_id, db=self._hash_by_id)
+        assert raw is not None
+        return KeyRecord._decode(bytes(raw))

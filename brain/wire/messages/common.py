@@ -1,0 +1,130 @@
+"""Bases and rules shared by the data requests (WIRE.md §5).
+
+Every data request may name a ``space``; every write carries the idempotency key
+``request_id``; writes that may join a transaction carry ``txn_id``. The bases
+below add those fields in that order, so a request class states only its own.
+
+Slotted messages cannot inherit from two classes with fields, so a request that
+reuses a draft (STATEMENT_CREATE reuses the fields of STATEMENT_SUPERSEDE's
+``new``) inherits the draft and declares the common fields itself.
+
+The ``check_*`` functions are cross checks (``Message.cross_checks``) shared by
+several families.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Annotated, Final, Protocol
+
+from brain.errors import InvalidArgument
+from brain.wire.messages.values import Id, Nanos, Space, UInt
+from brain.wire.schema import Len, Message, wire_message
+
+__all__ = [
+    "ByIdRequest",
+    "HasValidity",
+    "HasVector",
+    "MAX_REASON_CHARS",
+    "Reason",
+    "ScopedRequest",
+    "Tombstoned",
+    "TxnWriteRequest",
+    "WriteRequest",
+    "check_validity",
+    "check_vector",
+]
+
+MAX_REASON_CHARS: Final = 4096
+"""Longest tombstone reason: a note for the audit log, not a document."""
+
+Reason = Annotated[str, Len(1, MAX_REASON_CHARS)]
+"""A free-text note kept in the audit log."""
+
+_FLOAT32: Final = 4
+
+
+@wire_message
+class ScopedRequest(Message):
+    """A data request: ``space`` picks the space in the key's namespace (default
+    ``"default"``, applied by the server)."""
+
+    space: Space | None = None
+
+
+@wire_message
+class WriteRequest(ScopedRequest):
+    """A write: ``request_id`` is its idempotency key (WIRE.md §5)."""
+
+    request_id: Id
+
+
+@wire_message
+class TxnWriteRequest(WriteRequest):
+    """A write that may be buffered in the transaction ``txn_id``."""
+
+    txn_id: Id | None = None
+
+
+@wire_message
+class ByIdRequest(ScopedRequest):
+    """A read of one record by ``id``."""
+
+    id: Id
+
+
+@wire_message
+class Tombstoned(Message):
+    """The answer to a tombstone or retraction: the record, the write's LSN and its
+    record time, which is also the record's ``tombstoned_at``."""
+
+    id: Id
+    lsn: UInt
+    tombstoned_at: Nanos
+
+
+class HasVector(Protocol):
+    """A message with an optional ``vector`` field."""
+
+    @property
+    def vector(self) -> bytes | None:
+        """The embedding, little-endian float32."""
+        ...
+
+
+class HasValidity(Protocol):
+    """A message with an optional validity interval."""
+
+    @property
+    def valid_from(self) -> int | None:
+        """Start of validity, inclusive."""
+        ...
+
+    @property
+    def valid_to(self) -> int | None:
+        """End of validity, exclusive."""
+        ...
+
+
+def check_vector(message: HasVector) -> None:
+    """``vector`` holds whole, finite float32 values (WIRE.md §2)."""
+    vector = message.vector
+    if vector is None:
+        return
+    if len(vector) % _FLOAT32:
+        raise InvalidArgument(
+            f"vector must hold whole float32 values (a multiple of 4 bytes), "
+            f"got {len(vector)} bytes",
+            field="vector",
+        )
+    values = struct.unpack(f"<{len(vector) // _FLOAT32}f", vector)
+    if not all(math.isfinite(v) for v in values):
+        raise InvalidArgument("vector must hold only finite values", field="vector")
+
+
+def check_validity(message: HasValidity) -> None:
+    """``valid_from ≤ valid_to`` when both are given (WIRE.md §8)."""
+    start, end = message.valid_from, message.valid_to
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument("valid_to must not be before valid_from", field="valid_to")

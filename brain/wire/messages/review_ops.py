@@ -1,0 +1,63 @@
+"""The review queue: REVIEW_LIST and REVIEW_DECIDE (WIRE.md §8, SEMANTICS.md §3, §7)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from brain.wire.messages.common import ScopedRequest, WriteRequest
+from brain.wire.messages.values import Id, Limit, Nanos, UInt
+from brain.wire.schema import Choice, Len, Message, wire_message
+
+__all__ = [
+    "ReviewDecide",
+    "ReviewDecided",
+    "ReviewItem",
+    "ReviewList",
+    "ReviewListOk",
+]
+
+ReviewKind = Annotated[str, Choice(("contradiction", "ambiguous_entity"))]
+"""Why an item waits for review."""
+
+Decision = Annotated[str, Choice(("keep_both", "supersede", "reject_new", "merge", "distinct"))]
+"""How a review is settled: the first three for contradictions, the last two for
+ambiguous entities."""
+
+
+@wire_message
+class ReviewList(ScopedRequest):
+    """REVIEW_LIST: items waiting for a decision."""
+
+    limit: Limit | None = None
+
+
+@wire_message
+class ReviewItem(Message):
+    """One item of the review queue and the records it concerns."""
+
+    review_id: Id
+    kind: ReviewKind
+    records: Annotated[tuple[Id, ...], Len(1, None)]
+    created_at: Nanos
+
+
+@wire_message
+class ReviewListOk(Message):
+    """The answer to REVIEW_LIST."""
+
+    items: tuple[ReviewItem, ...]
+
+
+@wire_message
+class ReviewDecide(WriteRequest):
+    """REVIEW_DECIDE: settle a review item; a write with its own audit entry."""
+
+    review_id: Id
+    decision: Decision
+
+
+@wire_message
+class ReviewDecided(Message):
+    """The answer to REVIEW_DECIDE."""
+
+    lsn: UInt

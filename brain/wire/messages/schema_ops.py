@@ -1,0 +1,104 @@
+"""The space's vocabulary: SCHEMA_PUT and SCHEMA_GET (WIRE.md §8, SEMANTICS.md §3).
+
+Predicates and relation types not declared are open vocabulary: not stateful,
+many-to-many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Final
+
+from brain.errors import InvalidArgument
+from brain.wire.messages.common import ScopedRequest
+from brain.wire.messages.values import Kind, Name, UInt
+from brain.wire.schema import Choice, Len, Message, wire_message
+
+__all__ = [
+    "MAX_SCHEMA_ENTRIES",
+    "PredicateDecl",
+    "RelationTypeDecl",
+    "Schema",
+    "SchemaGet",
+    "SchemaPut",
+    "SchemaPutOk",
+]
+
+MAX_SCHEMA_ENTRIES: Final = 10_000
+"""Most predicates, relation types or entity types one SCHEMA_PUT declares: a
+vocabulary of thousands is already large."""
+
+Cardinality = Annotated[str, Choice(("many_to_many", "many_to_one", "one_to_many", "one_to_one"))]
+"""How many current relations of a type each end may have."""
+
+
+@wire_message
+class PredicateDecl(Message):
+    """A declared predicate: ``stateful`` keeps one current value per subject."""
+
+    name: Name
+    kind: Kind | None = None
+    stateful: bool
+
+
+@wire_message
+class RelationTypeDecl(Message):
+    """A declared relation type with its cardinality."""
+
+    name: Name
+    cardinality: Cardinality
+    symmetric: bool | None = None
+
+
+RelationTypeDecls = Annotated[tuple[RelationTypeDecl, ...], Len(0, MAX_SCHEMA_ENTRIES)]
+"""The relation types one SCHEMA_PUT declares."""
+
+
+def _no_duplicates(names: Iterable[str], what: str, suffix: str) -> None:
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            raise InvalidArgument(
+                f"{what} {name!r} is declared twice", field=f"{what}[{index}]{suffix}"
+            )
+        seen.add(name)
+
+
+def _declared_once(put: SchemaPut) -> None:
+    """Each name is declared at most once per list: two declarations would contradict."""
+    _no_duplicates((p.name for p in put.predicates or ()), "predicates", ".name")
+    _no_duplicates((r.name for r in put.relation_types or ()), "relation_types", ".name")
+    _no_duplicates(put.entity_types or (), "entity_types", "")
+
+
+@wire_message
+class SchemaPut(ScopedRequest):
+    """SCHEMA_PUT: declare predicates, relation types and entity types."""
+
+    predicates: Annotated[tuple[PredicateDecl, ...], Len(0, MAX_SCHEMA_ENTRIES)] | None = None
+    relation_types: RelationTypeDecls | None = None
+    entity_types: Annotated[tuple[Name, ...], Len(0, MAX_SCHEMA_ENTRIES)] | None = None
+
+    cross_checks = (_declared_once,)
+
+
+@wire_message
+class SchemaPutOk(Message):
+    """The answer to SCHEMA_PUT: the schema's new version."""
+
+    version: UInt
+
+
+@wire_message
+class SchemaGet(ScopedRequest):
+    """SCHEMA_GET: the current schema."""
+
+
+@wire_message
+class Schema(Message):
+    """The answer to SCHEMA_GET: every declaration and the schema's version."""
+
+    predicates: tuple[PredicateDecl, ...]
+    relation_types: tuple[RelationTypeDecl, ...]
+    entity_types: tuple[Name, ...]
+    version: UInt

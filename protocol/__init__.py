@@ -1,0 +1,1 @@
+"""Machine-readable protocol material: example payloads, schemas and golden vectors."""

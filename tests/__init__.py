@@ -1,0 +1,1 @@
+"""Brain's test suite."""
