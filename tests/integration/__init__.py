@@ -1,0 +1,1 @@
+"""Integration tests: a real `brain serve` process, spoken to over sockets."""

@@ -1,0 +1,188 @@
+"""Public and admin HTTP ports, first-start credentials, and key management."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.integration.conftest import ServerProcess, start_server
+
+
+def _http(
+    method: str, url: str, body: Any = None, token: str | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+
+def _public(server: ServerProcess, path: str) -> tuple[int, bytes, dict[str, str]]:
+    return _http("GET", f"http://{server.host}:{server.public_port}{path}")
+
+
+def _admin(
+    server: ServerProcess, method: str, path: str, body: Any = None, token: str | None = ""
+) -> tuple[int, Any]:
+    used = server.credentials["admin_token"] if token == "" else token
+    status, raw, _ = _http(method, f"http://127.0.0.1:{server.admin_port}{path}", body, used)
+    return status, json.loads(raw) if raw else None
+
+
+def test_health_ready_metrics(server: ServerProcess) -> None:
+    status, body, _ = _public(server, "/healthz")
+    assert (status, body) == (200, b"ok")
+    status, body, _ = _public(server, "/readyz")
+    assert status == 200
+    assert json.loads(body) == {"ready": True, "applied_lsn": 0}
+    client = server.client()
+    client.handshake(server.credentials["api_key"])
+    client.send(0x0141, 1, {"id": bytes(16)})
+    client.recv()
+    status, body, headers = _public(server, "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    text = body.decode()
+    assert 'brain_requests_total{opcode="STATEMENT_GET",outcome="UNAVAILABLE"} 1.0' in text
+    assert 'brain_requests_total{opcode="AUTH",outcome="ok"} 1.0' in text
+    assert "brain_request_duration_seconds_bucket" in text
+    assert "brain_connections_open 1.0" in text
+
+
+def test_credentials_file_is_private_and_complete(server: ServerProcess) -> None:
+    path = server.data_dir / "credentials.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    creds = server.credentials
+    assert creds["namespace"] == "default"
+    assert creds["api_key"].startswith("brn_") and len(creds["api_key"]) == 4 + 43
+    assert creds["admin_token"]
+    assert any("credentials written to" in line for line in server.output)
+
+
+def test_second_start_keeps_credentials(tmp_path: Path) -> None:
+    first = start_server(tmp_path / "d")
+    creds = first.credentials
+    first.stop()
+    second = start_server(tmp_path / "d")
+    try:
+        assert second.credentials == creds
+        assert not any("credentials written" in line for line in second.output)
+        assert second.client().handshake(creds["api_key"]).opcode == 0x0082
+    finally:
+        second.stop()
+
+
+def test_admin_needs_the_token(server: ServerProcess) -> None:
+    for token in (None, "wrong"):
+        for method, path in (("GET", "/v1/keys"), ("POST", "/v1/keys"), ("GET", "/v1/nope")):
+            status, body = _admin(server, method, path, token=token)
+            assert status == 401, (method, path, token)
+            assert body["error"] == "UNAUTHENTICATED"
+
+
+def test_admin_key_lifecycle(server: ServerProcess) -> None:
+    status, made = _admin(
+        server, "POST", "/v1/keys", {"namespace": "team-a", "permissions": ["read"]}
+    )
+    assert status == 201
+    assert made["api_key"].startswith("brn_") and len(made["key_id"]) == 32
+    status, listing = _admin(server, "GET", "/v1/keys")
+    assert status == 200
+    assert all("api_key" not in k for k in listing["keys"])
+    assert made["key_id"] in {k["key_id"] for k in listing["keys"]}
+
+    client = server.client()
+    ok = client.handshake(made["api_key"])
+    assert ok.body["namespace"] == "team-a" and ok.body["permissions"] == ["read"]
+    # A read-only key may not write.
+    client.send(0x0143, 1, {"request_id": bytes(16), "id": bytes(16)})
+    assert client.recv().error_name == "PERMISSION_DENIED"
+
+    status, _ = _admin(server, "DELETE", f"/v1/keys/{made['key_id']}")
+    assert status == 204
+    again = server.client()
+    assert again.handshake(made["api_key"]).error_name == "UNAUTHENTICATED"
+    status, body = _admin(server, "DELETE", f"/v1/keys/{made['key_id']}")
+    assert status == 404 and body["error"] == "NOT_FOUND"
+
+
+def test_admin_rejects_bad_key_requests(server: ServerProcess) -> None:
+    status, body = _admin(server, "POST", "/v1/keys", {"namespace": "Bad Name"})
+    assert status == 400 and body["field"] == "namespace"
+    status, body = _admin(server, "POST", "/v1/keys", {"namespace": "a", "permissions": ["fly"]})
+    assert status == 400 and body["field"] == "permissions"
+    status, body = _admin(server, "POST", "/v1/keys", {"namespace": "a", "color": "red"})
+    assert status == 400 and body["field"] == "color"
+
+
+def test_admin_config_is_redacted(tmp_path: Path) -> None:
+    proc = start_server(tmp_path / "d", env={"BRAIN_ADMIN__TOKEN": "s3cret-token"})
+    try:
+        status, config = _admin(proc, "GET", "/v1/config", token="s3cret-token")
+        assert status == 200
+        assert config["admin"]["token"] == "<redacted>"
+        assert "s3cret-token" not in json.dumps(config)
+        assert config["server"]["port"] == 0
+    finally:
+        proc.stop()
+
+
+def test_cli_keys_create_while_server_runs(server: ServerProcess) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "cli-ns",
+         "--permissions", "read,write", "--data", str(server.data_dir)],
+        capture_output=True, text=True, timeout=60, check=True,
+        env={**os.environ},
+    )
+    key = result.stdout.strip().splitlines()[-1]
+    assert key.startswith("brn_")
+    ok = server.client().handshake(key)
+    assert ok.body["namespace"] == "cli-ns"
+    assert sorted(ok.body["permissions"]) == ["read", "write"]
+
+
+def test_cli_keys_create_without_server(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "offline",
+         "--data", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    key = result.stdout.strip().splitlines()[-1]
+    proc = start_server(tmp_path / "d")
+    try:
+        assert proc.client().handshake(key).body["namespace"] == "offline"
+    finally:
+        proc.stop()
+
+
+def test_cli_reports_bad_input(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "x",
+         "--permissions", "fly", "--data", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1 and "unknown permission 'fly'" in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "serve", "--data", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "BRAIN_SERVER__PROT": "1"},
+    )
+    assert result.returncode == 2 and "server.prot" in result.stderr
+    version = subprocess.run(
+        [sys.executable, "-m", "brain", "--version"], capture_output=True, text=True, check=True
+    )
+    assert version.stdout.startswith("brain ")
