@@ -1,0 +1,73 @@
+"""Configuration: defaults, file, environment and flags, and loud failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brain.server.config import Config, ConfigError, load_config
+
+
+def test_defaults() -> None:
+    config = load_config(environ={})
+    assert config.server.port == 9090
+    assert config.server.public_port == 9091
+    assert config.server.admin_port == 9092
+    assert config.server.admin_host == "127.0.0.1"
+    assert config.server.data_dir == "./brain-data"
+    assert config.server.max_frame == (1 << 24) - 1
+
+
+def test_precedence_file_env_flags(tmp_path: Path) -> None:
+    path = tmp_path / "brain.toml"
+    path.write_text('[server]\nport = 1000\npublic_port = 1001\nadmin_port = 1002\n')
+    env = {"BRAIN_SERVER__PUBLIC_PORT": "2001", "BRAIN_SERVER__ADMIN_PORT": "2002"}
+    config = load_config(path, environ=env, overrides={"server.admin_port": 3002})
+    assert (config.server.port, config.server.public_port, config.server.admin_port) == (
+        1000,
+        2001,
+        3002,
+    )
+
+
+def test_brain_data_env(tmp_path: Path) -> None:
+    assert load_config(environ={"BRAIN_DATA": "/x"}).server.data_dir == "/x"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[server]\nprot = 1\n", "unknown config key server.prot"),
+        ("[sever]\nport = 1\n", "unknown config section [sever]"),
+        ('[server]\nport = "x"\n', "must be an integer"),
+        ("[server]\nport = 70000\n", "TCP port"),
+        ("[server]\nmax_frame = 0\n", "max_frame"),
+        ('[log]\nlevel = "loud"\n', "log.level"),
+        ("port = 1\n", "[section] table"),
+        ("[server\n", "not valid TOML"),
+    ],
+)
+def test_bad_files_fail_loudly(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "brain.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_config(path, environ={})
+
+
+def test_unknown_environment_key_fails() -> None:
+    with pytest.raises(ConfigError, match="server.colour"):
+        load_config(environ={"BRAIN_SERVER__COLOUR": "red"})
+
+
+def test_missing_file_fails(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "absent.toml", environ={})
+
+
+def test_redaction() -> None:
+    config = load_config(environ={"BRAIN_ADMIN__TOKEN": "hunter2"})
+    shown = config.redacted()
+    assert shown["admin"]["token"] == "<redacted>"
+    assert "hunter2" not in repr(shown)
+    assert Config().redacted()["admin"]["token"] == ""
