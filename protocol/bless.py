@@ -110,9 +110,7 @@ def golden_document() -> dict[str, object]:
         stream = 0 if opcode in CONTROL_OPCODES else REQUEST_STREAM
         vectors.append(_vector(f"{opcode.name}.request", opcode, stream, request, eos=False))
         vectors.append(
-            _vector(
-                f"{opcode.name}.response", response_opcode(opcode), stream, response, eos=True
-            )
+            _vector(f"{opcode.name}.response", response_opcode(opcode), stream, response, eos=True)
         )
     for cls in registered_errors().values():
         error = _example_error(cls)

@@ -112,6 +112,7 @@ class Server:
             clock=time.time_ns,
             max_frame=server.max_frame,
             max_streams=server.max_streams,
+            observer=self._count_session_answer,
         )
         connection = Connection(
             reader,
@@ -127,6 +128,9 @@ class Server:
         finally:
             self._connections.discard(task)
             self.metrics.connections_open.dec()
+
+    def _count_session_answer(self, opcode: str, outcome: str) -> None:
+        self.metrics.requests.labels(opcode=opcode, outcome=outcome).inc()
 
     async def stop(self) -> None:
         """Stop accepting, give connections a grace period, release everything."""

@@ -134,13 +134,11 @@ class Connection:
     async def _authenticate(self, event: AuthRequested) -> None:
         record = await asyncio.to_thread(self._keys.authenticate, event.api_key)
         if record is None:
-            self._metrics.requests.labels(opcode="AUTH", outcome="UNAUTHENTICATED").inc()
             await self._act(
                 self._session.auth_failed(event.stream_id, Unauthenticated("unknown API key"))
             )
             return
         principal = Principal(record.namespace, record.key_id, record.permissions)
-        self._metrics.requests.labels(opcode="AUTH", outcome="ok").inc()
         await self._act(self._session.auth_succeeded(event.stream_id, principal))
 
     def _cancel(self, event: CancelRequested) -> list[Event]:

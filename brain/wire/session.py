@@ -183,7 +183,13 @@ class ServerSession:
         clock: Callable[[], int],
         max_frame: int = DEFAULT_MAX_FRAME,
         max_streams: int = DEFAULT_MAX_STREAMS,
+        observer: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``observer(opcode_name, outcome)`` is told of every answer the session
+        gives by itself (PING, HELLO, and requests it refuses), so metrics can
+        count them; requests it hands to the shell are the shell's to count."""
+        self._observer = observer
+        self._label = "FRAME"
         self.server_name = server_name
         self.session_id = session_id
         self.max_frame = max_frame
@@ -221,6 +227,7 @@ class ServerSession:
         try:
             frames = self._reader.feed(data)
         except (BadFrame, FrameTooLarge) as exc:
+            self._label = "FRAME"
             return self._fatal(0, exc)
         events: list[Event] = []
         for frame in frames:
@@ -229,8 +236,16 @@ class ServerSession:
                 break
         return events
 
+    def _note(self, outcome: str) -> None:
+        if self._observer is not None:
+            self._observer(self._label, outcome)
+
     def _handle(self, frame: Frame) -> list[Event]:
         sid = frame.stream_id
+        try:
+            self._label = Opcode(frame.opcode).name
+        except ValueError:
+            self._label = "UNKNOWN"
         if is_response(frame.opcode):
             return self._error(sid, BadOpcode(f"opcode {frame.opcode:#06x} is a response opcode"))
         try:
@@ -309,6 +324,7 @@ class ServerSession:
             max_streams=self.max_streams,
             server_time=self._clock(),
         )
+        self._note("ok")
         return [Outgoing(self._frame(Opcode.HELLO, sid, welcome))]
 
     def _auth(self, sid: int, payload: bytes) -> list[Event]:
@@ -359,6 +375,8 @@ class ServerSession:
             return []
         self.state = SessionState.READY
         self.principal = principal
+        self._label = Opcode.AUTH.name
+        self._note("ok")
         ok = AuthOk(
             namespace=principal.namespace,
             key_id=principal.key_id,
@@ -370,6 +388,7 @@ class ServerSession:
         """The key was wrong: answer with ``error`` and close (WIRE.md §3)."""
         if self.state is not SessionState.AUTHENTICATING:
             return []
+        self._label = Opcode.AUTH.name
         return self._fatal(stream_id, error)
 
     def respond(
@@ -405,9 +424,11 @@ class ServerSession:
         return encode_frame(response_opcode(opcode), sid, payload, eos=eos)
 
     def _error(self, sid: int, error: BrainError) -> list[Event]:
+        self._note(error.wire_name)
         return [Outgoing(encode_error_frame(sid, error))]
 
     def _fatal(self, sid: int, error: BrainError) -> list[Event]:
+        self._note(error.wire_name)
         self.state = SessionState.CLOSED
         self._in_flight.clear()
         return [Outgoing(encode_error_frame(sid, error)), CloseConnection(error.message)]

@@ -69,8 +69,19 @@ class ServerProcess:
 def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     """Start `brain serve` on free ports and wait until it says where it listens."""
     cmd = [
-        sys.executable, "-m", "brain", "serve", "--data", str(data_dir),
-        "--port", "0", "--public-port", "0", "--admin-port", "0", *extra,
+        sys.executable,
+        "-m",
+        "brain",
+        "serve",
+        "--data",
+        str(data_dir),
+        "--port",
+        "0",
+        "--public-port",
+        "0",
+        "--admin-port",
+        "0",
+        *extra,
     ]
     process = subprocess.Popen(
         cmd,
@@ -89,6 +100,7 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
     else:
         process.wait(timeout=STARTUP_TIMEOUT_S)
         raise AssertionError("server did not start:\n" + "".join(output))
+
     # Keep draining output so the child never blocks on a full pipe.
     def drain() -> None:
         assert process.stdout is not None
@@ -98,8 +110,14 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
     drainer = threading.Thread(target=drain, daemon=True)
     drainer.start()
     return ServerProcess(
-        process, data_dir, match["host"], int(match["wire"]), int(match["public"]),
-        int(match["admin"]), output, drainer,
+        process,
+        data_dir,
+        match["host"],
+        int(match["wire"]),
+        int(match["public"]),
+        int(match["admin"]),
+        output,
+        drainer,
     )
 
 

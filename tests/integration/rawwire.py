@@ -66,7 +66,9 @@ class RawClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, opcode: int, stream_id: int, body: Any = None, *, raw: bytes | None = None) -> None:
+    def send(
+        self, opcode: int, stream_id: int, body: Any = None, *, raw: bytes | None = None
+    ) -> None:
         payload = raw if raw is not None else (b"" if body is None else cbor2.dumps(body))
         self.sock.sendall(frame(opcode, stream_id, payload))
 

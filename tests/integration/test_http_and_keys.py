@@ -61,6 +61,11 @@ def test_health_ready_metrics(server: ServerProcess) -> None:
     assert 'brain_requests_total{opcode="AUTH",outcome="ok"} 1.0' in text
     assert "brain_request_duration_seconds_bucket" in text
     assert "brain_connections_open 1.0" in text
+    assert 'brain_requests_total{opcode="HELLO",outcome="ok"} 1.0' in text
+    client.send(0x0777, 3, {})
+    client.recv()
+    text = _public(server, "/metrics")[1].decode()
+    assert 'brain_requests_total{opcode="UNKNOWN",outcome="BAD_OPCODE"} 1.0' in text
 
 
 def test_credentials_file_is_private_and_complete(server: ServerProcess) -> None:
@@ -143,9 +148,23 @@ def test_admin_config_is_redacted(tmp_path: Path) -> None:
 
 def test_cli_keys_create_while_server_runs(server: ServerProcess) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "cli-ns",
-         "--permissions", "read,write", "--data", str(server.data_dir)],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            sys.executable,
+            "-m",
+            "brain",
+            "keys",
+            "create",
+            "--namespace",
+            "cli-ns",
+            "--permissions",
+            "read,write",
+            "--data",
+            str(server.data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
         env={**os.environ},
     )
     key = result.stdout.strip().splitlines()[-1]
@@ -157,9 +176,21 @@ def test_cli_keys_create_while_server_runs(server: ServerProcess) -> None:
 
 def test_cli_keys_create_without_server(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "offline",
-         "--data", str(tmp_path / "d")],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            sys.executable,
+            "-m",
+            "brain",
+            "keys",
+            "create",
+            "--namespace",
+            "offline",
+            "--data",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     key = result.stdout.strip().splitlines()[-1]
     proc = start_server(tmp_path / "d")
@@ -171,15 +202,32 @@ def test_cli_keys_create_without_server(tmp_path: Path) -> None:
 
 def test_cli_reports_bad_input(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "brain", "keys", "create", "--namespace", "x",
-         "--permissions", "fly", "--data", str(tmp_path / "d")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "brain",
+            "keys",
+            "create",
+            "--namespace",
+            "x",
+            "--permissions",
+            "fly",
+            "--data",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 1 and "unknown permission 'fly'" in result.stderr
     result = subprocess.run(
         [sys.executable, "-m", "brain", "serve", "--data", str(tmp_path / "d")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "BRAIN_SERVER__PROT": "1"},
+        check=False,
     )
     assert result.returncode == 2 and "server.prot" in result.stderr
     version = subprocess.run(

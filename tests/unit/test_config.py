@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def test_defaults() -> None:
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
     path = tmp_path / "brain.toml"
-    path.write_text('[server]\nport = 1000\npublic_port = 1001\nadmin_port = 1002\n')
+    path.write_text("[server]\nport = 1000\npublic_port = 1001\nadmin_port = 1002\n")
     env = {"BRAIN_SERVER__PUBLIC_PORT": "2001", "BRAIN_SERVER__ADMIN_PORT": "2002"}
     config = load_config(path, environ=env, overrides={"server.admin_port": 3002})
     assert (config.server.port, config.server.public_port, config.server.admin_port) == (
@@ -51,12 +52,12 @@ def test_brain_data_env(tmp_path: Path) -> None:
 def test_bad_files_fail_loudly(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "brain.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(path, environ={})
 
 
 def test_unknown_environment_key_fails() -> None:
-    with pytest.raises(ConfigError, match="server.colour"):
+    with pytest.raises(ConfigError, match=r"server\.colour"):
         load_config(environ={"BRAIN_SERVER__COLOUR": "red"})
 
 
