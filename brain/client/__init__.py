@@ -1,0 +1,10 @@
+"""Python clients for the Brain wire protocol: blocking `Client`, asyncio `AsyncClient`.
+
+Both speak WIRE.md through the sans-IO :class:`~brain.wire.client_session.ClientSession`
+and raise the typed errors of :mod:`brain.errors`.
+"""
+
+from brain.client.aio import AsyncClient
+from brain.client.sync import Client
+
+__all__ = ["AsyncClient", "Client"]
