@@ -1,4 +1,4 @@
-"""The one error tree of Brain. Every error a client can see has a wire code.
+"""The error trees of Brain. Every error a client can see has a wire code.
 
 Each class carries the code and name of WIRE.md §6 and whether a client may
 retry the same request unchanged. Foreign exceptions (OSError, lmdb, CBOR) are
@@ -36,10 +36,23 @@ translated into these at the boundary where they enter, with ``raise … from``.
     │   └── RequestTimeout             client side: no answer in time
     ├── Internal                 a server bug; the message names a log id  0x0080
     └── UnknownError             a code this build does not know (client side)
+
+A second, small tree holds the storage faults of the engine. They never reach
+the wire: they carry paths and byte offsets meant for the operator's log, and
+the engine translates them at its boundary (``WalSyncFailed`` becomes
+``Unavailable`` and turns the server read-only; ``WalCorruption`` refuses
+startup).
+
+::
+
+    StorageFault                 the local storage cannot be trusted or written
+    ├── WalCorruption            the WAL on disk is damaged: names file, offset, LSN
+    └── WalSyncFailed            a write or fsync failed; the log takes no more writes
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 __all__ = [
@@ -65,6 +78,7 @@ __all__ = [
     "RequestError",
     "RequestTimeout",
     "StateError",
+    "StorageFault",
     "StreamLimit",
     "TransientError",
     "TxnExpired",
@@ -73,6 +87,8 @@ __all__ = [
     "Unavailable",
     "UnknownError",
     "VersionNotSupported",
+    "WalCorruption",
+    "WalSyncFailed",
     "error_class_for_code",
     "error_from_wire",
     "registered_errors",
@@ -306,7 +322,7 @@ class Unavailable(TransientError):
 
 
 class ConnectionClosed(ConnectionFault):
-    """Client side: the connection ended (closed, reset or broken) before the answer came.
+    """Client side: the connection could not be made, or ended before the answer came.
 
     It has no wire code: no server sends it. ``__cause__`` holds the fault that
     ended the connection when there was one.
@@ -350,6 +366,41 @@ class UnknownError(BrainError):
     def is_retryable(self) -> bool:
         """Whether the server marked this unknown error retryable."""
         return self._retryable
+
+
+class StorageFault(Exception):
+    """The engine's local storage cannot be trusted or written; never sent to a client.
+
+    Not a :class:`BrainError`: it has no wire code. The engine decides what the
+    client sees (``Unavailable``) and what the operator sees (this message).
+    """
+
+
+class WalCorruption(StorageFault):
+    """The write-ahead log on disk is damaged in a way a crash cannot explain.
+
+    ``path`` is the segment file, ``offset`` the byte offset in it where the
+    damage starts and ``lsn`` the LSN the log expected there (None when no LSN
+    applies). Nothing on disk was changed; ``brain wal truncate`` can drop the
+    damaged suffix.
+    """
+
+    def __init__(self, path: Path | str, offset: int, lsn: int | None, reason: str) -> None:
+        where = f"LSN {lsn}" if lsn is not None else "no LSN"
+        super().__init__(f"WAL corruption in {path} at byte {offset} ({where}): {reason}")
+        self.path = path
+        self.offset = offset
+        self.lsn = lsn
+        self.reason = reason
+
+
+class WalSyncFailed(StorageFault):
+    """A write or fsync of the WAL failed (EIO, ENOSPC); the log takes no more writes.
+
+    The pages that failed may be lost even though the kernel reports them
+    clean, so the log never retries: every later append and sync raises this
+    again, and only a restart (which re-reads the log from disk) writes again.
+    """
 
 
 def registered_errors() -> dict[int, type[BrainError]]:

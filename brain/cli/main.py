@@ -1,7 +1,7 @@
-"""The ``brain`` command: ``serve``, ``keys create`` and ``--version`` (WIRE.md §10).
+"""The ``brain`` command: ``serve``, ``keys create``, ``wal verify|truncate``, ``--version``.
 
-Exit codes: 0 success, 1 the operation failed, 2 the command could not run
-(bad usage or configuration).
+Exit codes (WIRE.md §10): 0 success, 1 the operation failed, 2 the command
+could not run (bad usage or configuration), 3 ``wal verify`` found corruption.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from brain import __version__
-from brain.errors import BrainError
+from brain.errors import BrainError, StorageFault
 from brain.server.config import Config, ConfigError, load_config
 
 __all__ = ["main"]
@@ -23,6 +23,7 @@ __all__ = ["main"]
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_CORRUPT: Final = 3
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,28 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     create.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
     create.add_argument("--config", type=Path, help="TOML configuration file")
+
+    wal = commands.add_parser(
+        "wal", help="inspect or repair the write-ahead log", description="WAL tools."
+    )
+    wal_commands = wal.add_subparsers(dest="wal_command", metavar="ACTION")
+    verify = wal_commands.add_parser(
+        "verify",
+        help="check every WAL record without changing anything",
+        description="Check every WAL record. Exit 0 when sound (a torn tail is normal "
+        "and reported), 3 on corruption (naming file, offset and LSN), 2 when it cannot run.",
+    )
+    verify.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
+    verify.add_argument("--config", type=Path, help="TOML configuration file")
+    truncate = wal_commands.add_parser(
+        "truncate",
+        help="drop every WAL record from LSN on (after corruption)",
+        description="Consciously drop the WAL records with LSN >= --at, so that a server "
+        "refusing to start on a damaged log can start without them. Stop the server first.",
+    )
+    truncate.add_argument("--at", type=int, required=True, metavar="LSN")
+    truncate.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
+    truncate.add_argument("--config", type=Path, help="TOML configuration file")
     return parser
 
 
@@ -104,6 +127,38 @@ def _keys_create(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _wal_verify(args: argparse.Namespace) -> int:
+    from brain.engine.wal import verify
+
+    directory = _config(args).data_path / "wal"
+    if not directory.is_dir():
+        print(f"brain wal verify: no WAL at {directory}", file=sys.stderr)
+        return EXIT_USAGE
+    report = verify(directory)
+    if report.corruption is not None:
+        print(f"corrupt: {report.corruption}")
+        return EXIT_CORRUPT
+    print(
+        f"ok: {report.records} records, LSN {report.first_lsn}..{report.last_lsn}, "
+        f"{report.segments} segments"
+    )
+    if report.torn_tail is not None:
+        print(f"torn tail (trimmed at the next start): {report.torn_tail}")
+    return EXIT_OK
+
+
+def _wal_truncate(args: argparse.Namespace) -> int:
+    from brain.engine.wal import truncate_at
+
+    directory = _config(args).data_path / "wal"
+    if not directory.is_dir():
+        print(f"brain wal truncate: no WAL at {directory}", file=sys.stderr)
+        return EXIT_USAGE
+    dropped = truncate_at(directory, args.at)
+    print(f"dropped {dropped} records from LSN {args.at} on")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = _build_parser()
@@ -113,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "keys" and args.keys_command == "create":
             return _keys_create(args)
+        if args.command == "wal" and args.wal_command == "verify":
+            return _wal_verify(args)
+        if args.command == "wal" and args.wal_command == "truncate":
+            return _wal_truncate(args)
     except ConfigError as exc:
         print(f"brain: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -120,7 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.field})" if exc.field else ""
         print(f"brain: {exc.message}{where}", file=sys.stderr)
         return EXIT_FAILED
-    if args.command == "keys":
-        parser.parse_args(["keys", "--help"])
+    except StorageFault as exc:
+        print(f"brain: storage fault: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.command in ("keys", "wal"):
+        parser.parse_args([args.command, "--help"])
     parser.print_help()
     return EXIT_USAGE

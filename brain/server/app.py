@@ -18,9 +18,10 @@ from typing import Final
 from aiohttp import web
 
 from brain import __version__
+from brain.engine.database import Database
 from brain.errors import Overloaded
 from brain.ids import new_id
-from brain.server.backend import Backend, UnbuiltBackend
+from brain.server.backend import Backend, EngineBackend, UnbuiltBackend
 from brain.server.config import Config
 from brain.server.connection import Connection
 from brain.server.credentials import bootstrap_credentials
@@ -46,8 +47,10 @@ class Server:
     """One running Brain server."""
 
     def __init__(self, config: Config, backend: Backend | None = None) -> None:
+        """Serve ``backend``, or (when None) the database in the configured data directory."""
         self.config = config
-        self.backend: Backend = backend if backend is not None else UnbuiltBackend()
+        self._given_backend = backend
+        self.backend: Backend = UnbuiltBackend()
         self.metrics = ServerMetrics()
         self.keys: KeyStore | None = None
         self.credentials_path: Path | None = None
@@ -62,6 +65,13 @@ class Server:
         """Open the data directory, bootstrap credentials, bind every port."""
         data = self.config.data_path
         data.mkdir(parents=True, exist_ok=True)
+        if self._given_backend is not None:
+            self.backend = self._given_backend
+        else:
+            # Recovery runs here, before any port is bound: nothing is served half-recovered.
+            database = await asyncio.to_thread(Database.open, data)
+            self.backend = EngineBackend(database)
+            self.metrics.attach_database(database)
         self.keys = KeyStore(data)
         self.credentials_path = bootstrap_credentials(data, self.keys)
         server = self.config.server

@@ -1,22 +1,41 @@
 """What the server serves: the boundary between the wire shell and the database.
 
 The shell hands every decoded, authorised data request to a :class:`Backend`
-and sends back whatever message it returns or error it raises. The database
-engine implements this interface; until it is part of the build,
-:class:`UnbuiltBackend` answers every data request with ``UNAVAILABLE``.
+and sends back whatever message it returns or error it raises.
+:class:`EngineBackend` serves an open :class:`~brain.engine.database.Database`:
+writes go to its writer thread, reads run in a thread pool, so nothing blocking
+runs on the event loop. A write answers with the exact bytes the engine stored
+(:class:`RawAnswer`), so a retried request gets its first answer byte for byte.
+:class:`UnbuiltBackend` refuses everything; it serves tests of the shell alone.
 """
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from brain.errors import Unavailable
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 from brain.wire.session import Principal
 
-__all__ = ["Backend", "BackendStatus", "UnbuiltBackend"]
+if TYPE_CHECKING:
+    from brain.engine.database import Database
+
+__all__ = ["Backend", "BackendStatus", "EngineBackend", "RawAnswer", "UnbuiltBackend"]
+
+READ_THREADS: Final = 8
+"""Threads for read transactions: LMDB reads scale across threads, and a few
+more than the cores keep the pool busy while some wait on page faults."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawAnswer:
+    """An answer payload already encoded (a write's stored answer)."""
+
+    payload: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +50,9 @@ class BackendStatus:
 class Backend(Protocol):
     """The operations the server exposes over the wire."""
 
-    async def execute(self, principal: Principal, opcode: Opcode, request: Message) -> Message:
+    async def execute(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | RawAnswer:
         """Run one data request for ``principal``; raise a BrainError to refuse it."""
         ...
 
@@ -44,10 +65,47 @@ class Backend(Protocol):
         ...
 
 
+class EngineBackend:
+    """Serves an open database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="brain-read")
+
+    async def execute(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | RawAnswer:
+        """Writes through the writer thread; reads on the read pool."""
+        db = self.database
+        if not db.handles(opcode):
+            raise Unavailable(f"{opcode.name} is not available in this build")
+        if db.is_write(opcode):
+            future = db.submit(principal.namespace, opcode, request)
+            return RawAnswer(await asyncio.wrap_future(future))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._readers, db.read, principal.namespace, opcode, request
+        )
+
+    def status(self) -> BackendStatus:
+        """Ready unless a storage fault turned the database read-only."""
+        reason = self.database.read_only_reason
+        if reason is not None:
+            return BackendStatus(False, self.database.applied_lsn, f"read-only: {reason}")
+        return BackendStatus(True, self.database.applied_lsn)
+
+    async def close(self) -> None:
+        """Stop the read pool, then close the database (checkpointing it)."""
+        self._readers.shutdown(wait=True)
+        await asyncio.to_thread(self.database.close)
+
+
 class UnbuiltBackend:
     """The backend of a build without a database engine: every data request is refused."""
 
-    async def execute(self, principal: Principal, opcode: Opcode, request: Message) -> Message:
+    async def execute(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | RawAnswer:
         """Refuse with UNAVAILABLE; the request was already fully validated."""
         raise Unavailable(f"{opcode.name} is not available in this build")
 

@@ -18,7 +18,7 @@ from typing import Final
 
 from brain.errors import BrainError, Internal, Unauthenticated
 from brain.ids import new_id
-from brain.server.backend import Backend
+from brain.server.backend import Backend, RawAnswer
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
 from brain.wire.messages.control import CancelStreamOk
@@ -168,7 +168,12 @@ class Connection:
                 events = self._session.respond_error(event.stream_id, error)
             else:
                 outcome = "ok"
-                events = self._session.respond(event.stream_id, event.opcode, answer)
+                if isinstance(answer, RawAnswer):
+                    events = self._session.respond_raw(
+                        event.stream_id, event.opcode, answer.payload
+                    )
+                else:
+                    events = self._session.respond(event.stream_id, event.opcode, answer)
             self._metrics.observe(event.opcode.name, outcome, time.perf_counter() - started)
             await self._act(events)
         except (ConnectionError, OSError):

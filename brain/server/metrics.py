@@ -6,9 +6,15 @@ servers in one process (tests) never share counters.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from brain.engine.database import Database
 
 __all__ = ["LATENCY_BUCKETS_S", "ServerMetrics"]
 
@@ -68,11 +74,10 @@ class ServerMetrics:
             ["error"],
             registry=self.registry,
         )
-        self.read_only = Gauge(
-            "brain_read_only",
-            "1 while the server refuses writes after a storage fault, else 0.",
-            registry=self.registry,
-        )
+
+    def attach_database(self, database: Database) -> None:
+        """Export the database's WAL, writer and store figures at every scrape."""
+        self.registry.register(_DatabaseCollector(database))
 
     def observe(self, opcode: str, outcome: str, seconds: float) -> None:
         """Count one answered request."""
@@ -82,3 +87,48 @@ class ServerMetrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _DatabaseCollector(Collector):
+    """Reads the engine's counters when Prometheus scrapes, so nothing is double-kept."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        db = self._db
+        writer, wal = db.writer, db.wal
+        yield CounterMetricFamily(
+            "brain_wal_appends", "WAL records appended.", value=max(0, wal.next_lsn - 1)
+        )
+        yield CounterMetricFamily(
+            "brain_wal_fsyncs", "WAL fsyncs (one per group commit).", value=wal.sync_count
+        )
+        yield CounterMetricFamily(
+            "brain_wal_bytes", "Bytes written to the WAL by this process.", value=wal.bytes_written
+        )
+        yield CounterMetricFamily(
+            "brain_group_commits", "Write batches committed.", value=writer.batches
+        )
+        yield CounterMetricFamily(
+            "brain_group_commit_jobs", "Writes committed in batches.", value=writer.batched_jobs
+        )
+        yield GaugeMetricFamily(
+            "brain_group_commit_last_size",
+            "Writes in the last batch.",
+            value=writer.last_batch_size,
+        )
+        yield GaugeMetricFamily(
+            "brain_applied_lsn", "Last LSN applied to the store.", value=writer.applied_lsn
+        )
+        yield GaugeMetricFamily(
+            "brain_durable_lsn", "Last LSN made durable in the store.", value=writer.durable_lsn
+        )
+        yield GaugeMetricFamily(
+            "brain_read_only",
+            "1 while writes are refused after a storage fault.",
+            value=1 if writer.read_only else 0,
+        )
+        map_size, used = db.store_usage()
+        yield GaugeMetricFamily("brain_lmdb_map_bytes", "LMDB map size.", value=map_size)
+        yield GaugeMetricFamily("brain_lmdb_used_bytes", "LMDB bytes in use.", value=used)

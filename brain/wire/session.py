@@ -395,9 +395,15 @@ class ServerSession:
         self, stream_id: int, opcode: Opcode, message: Message, *, eos: bool = True
     ) -> list[Event]:
         """Answer request ``stream_id``; ``eos=False`` keeps the stream open (SUBSCRIBE)."""
+        return self.respond_raw(stream_id, opcode, cbor.encode(message.to_wire()), eos=eos)
+
+    def respond_raw(
+        self, stream_id: int, opcode: Opcode, payload: bytes, *, eos: bool = True
+    ) -> list[Event]:
+        """Answer with an already encoded payload (a stored answer, sent byte for byte)."""
         if self.closed:
             return []
-        data = self._frame(opcode, stream_id, message, eos=eos)
+        data = encode_frame(response_opcode(opcode), stream_id, payload, eos=eos)
         if not eos:
             return [Outgoing(data)]
         self._in_flight.discard(stream_id)

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench <suite> [--quick]``. Results go to ``bench/results/``."""

@@ -1,0 +1,93 @@
+"""Memories: raw text an agent saw, stored once per space (ENCODE, MEMORY_GET).
+
+A memory row lives under ``scope ‖ memory_id``; ``memory_by_sha`` maps
+``scope ‖ sha256(text)`` to the first memory with that text, which is how the
+same text in the same space is stored once (WIRE.md §8 ENCODE).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+import lmdb
+
+from brain.engine.plan import Change, Put
+from brain.engine.scope import Scope
+from brain.engine.store.env import Store
+from brain.engine.writer import PlanContext
+from brain.errors import NotFound
+from brain.ids import new_id
+from brain.wire import cbor
+from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.records import Memory
+
+__all__ = ["get_memory", "plan_encode", "read_memory_get"]
+
+MEMORIES: Final = b"memories"
+BY_SHA: Final = b"memory_by_sha"
+
+
+def _row(raw: bytes) -> dict[str, object]:
+    row = cbor.decode(raw)
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
+def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes) -> Memory:
+    """The memory ``memory_id`` in ``scope``; NotFound otherwise (also for another scope's id)."""
+    raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
+    if raw is None:
+        raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
+    row = _row(bytes(raw))
+    # Keys are scope-prefixed already; the row's own scope is checked as a second lock.
+    if row["namespace"] != scope.namespace or row["space"] != scope.space:
+        raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
+    fields = {k: v for k, v in row.items() if k in {"text", "sha256", "occurred_at", "context"}}
+    return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
+
+
+def read_memory_get(
+    store: Store, txn: lmdb.Transaction, scope: Scope, request: MemoryGet
+) -> MemoryGetOk:
+    """MEMORY_GET."""
+    return MemoryGetOk(memory=get_memory(store, txn, scope, request.id))
+
+
+def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[Change], EncodeOk]:
+    """ENCODE: store the text once per space; a repeat names the first memory."""
+    store, txn, lsn, now = ctx.store, ctx.txn, ctx.lsn, ctx.record_time
+    digest = hashlib.sha256(request.text.encode("utf-8")).digest()
+    existing = txn.get(scope.key(digest), db=store.table(BY_SHA))
+    if existing is not None:
+        first = get_memory(store, txn, scope, bytes(existing))
+        answer = EncodeOk(
+            memory_id=first.id,
+            lsn=lsn,
+            recorded_at=first.recorded_at,
+            sha256=digest,
+            deduplicated=True,
+        )
+        return [], answer
+    memory_id = new_id()
+    row: dict[str, object] = {
+        "namespace": scope.namespace,
+        "space": scope.space,
+        "text": request.text,
+        "sha256": digest,
+        "recorded_at": now,
+    }
+    if request.occurred_at is not None:
+        row["occurred_at"] = request.occurred_at
+    if request.context is not None:
+        row["context"] = request.context
+    if request.vector is not None:
+        row["vector"] = request.vector
+    changes: list[Change] = [
+        Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
+        Put(BY_SHA, scope.key(digest), memory_id),
+    ]
+    answer = EncodeOk(
+        memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False
+    )
+    return changes, answer

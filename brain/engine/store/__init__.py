@@ -1,0 +1,1 @@
+"""LMDB storage: the environment, its tables and the metadata rows."""

@@ -1,0 +1,325 @@
+"""The one writer: a thread that plans, logs, syncs and applies writes in batches.
+
+Every write of the database goes through :meth:`Writer.submit`. The thread
+takes whatever is queued (up to :data:`MAX_BATCH`) and, inside one LMDB write
+transaction, plans each job against the current state (which includes the
+jobs before it in the batch), applies its changes, and collects its WAL
+record. Then it appends the batch's records, makes them durable with one
+fsync (group commit), records ``applied_lsn`` and commits LMDB once. Only
+then are the jobs answered: an answer means the write is in the WAL on disk.
+
+Failure rules (DURABILITY.md §2): a failed WAL fsync aborts the LMDB
+transaction, fails the batch with ``UNAVAILABLE`` and turns the writer
+read-only until a restart; it never retries the fsync. ``MDB_MAP_FULL`` grows
+the map and replans the batch, which is safe because nothing was logged yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Final
+
+import lmdb
+
+from brain.engine.clock import RecordClock
+from brain.engine.plan import PLAN_RECORD_KIND, Plan, apply_changes, encode_plan
+from brain.engine.store.env import Store
+from brain.engine.store.meta import put_progress
+from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
+from brain.errors import BrainError, Internal, Unavailable
+
+__all__ = ["MAX_BATCH", "PlanContext", "Replay", "Writer"]
+
+log = logging.getLogger("brain.engine")
+
+MAX_BATCH: Final = 512
+"""Jobs per group commit: large enough to amortise an fsync over many clients,
+small enough that one batch's LMDB transaction stays short."""
+
+MAX_GROW_ATTEMPTS: Final = 8
+"""Map doublings tried for one batch before giving up with UNAVAILABLE."""
+
+CHECKPOINT_INTERVAL_S: Final = 30.0
+"""At most this long between checkpoints while writes arrive."""
+
+CHECKPOINT_RECORDS: Final = 50_000
+"""Also checkpoint after this many records, bounding WAL replay after a crash."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanContext:
+    """What a planning function may use: the write transaction and its stamps."""
+
+    store: Store
+    txn: lmdb.Transaction
+    lsn: int
+    record_time: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A planning result that needs no write: the stored answer of a repeated request."""
+
+    answer: bytes
+
+
+PlanFn = Callable[[PlanContext], "Plan | Replay"]
+
+
+@dataclass(slots=True)
+class _Job:
+    plan: PlanFn
+    future: Future[bytes]
+
+
+@dataclass(slots=True)
+class _CheckpointRequest:
+    future: Future[None]
+
+
+_STOP: Final = object()
+
+
+class Writer:
+    """Owns the WAL and every LMDB write transaction."""
+
+    def __init__(
+        self,
+        store: Store,
+        wal: WriteAheadLog,
+        clock: RecordClock,
+        *,
+        applied_lsn: int,
+        on_applied: Callable[[list[tuple[int, Plan]]], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._wal = wal
+        self._clock = clock
+        self._on_applied = on_applied
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="brain-writer", daemon=True)
+        self.applied_lsn = applied_lsn
+        self.durable_lsn = applied_lsn
+        self.read_only_reason: str | None = None
+        self.batches = 0
+        self.batched_jobs = 0
+        self.last_batch_size = 0
+        self._last_checkpoint = time.monotonic()
+        self._records_since_checkpoint = 0
+        self._fault_before_commit: Callable[[], None] | None = None
+
+    @property
+    def read_only(self) -> bool:
+        """True after a storage fault: writes answer UNAVAILABLE until a restart."""
+        return self.read_only_reason is not None
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def submit(self, plan: PlanFn) -> Future[bytes]:
+        """Queue a write; the future resolves to its answer payload or a BrainError."""
+        future: Future[bytes] = Future()
+        if self.read_only:
+            future.set_exception(self._read_only_error())
+        else:
+            self._queue.put(_Job(plan, future))
+        return future
+
+    def request_checkpoint(self) -> Future[None]:
+        """Ask the writer thread to checkpoint between batches."""
+        future: Future[None] = Future()
+        self._queue.put(_CheckpointRequest(future))
+        return future
+
+    def stop(self) -> None:
+        """Finish queued writes, checkpoint, and stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join()
+
+    def inject_fault_before_commit(self, hook: Callable[[], None] | None) -> None:
+        """Test hook: run ``hook`` after the WAL fsync and before the LMDB commit."""
+        self._fault_before_commit = hook
+
+    # --- the thread ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch = [first]
+            stop_after = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop_after = True
+                    break
+                batch.append(item)
+            jobs = [job for job in batch if isinstance(job, _Job)]
+            checkpoints = [item for item in batch if isinstance(item, _CheckpointRequest)]
+            try:
+                if jobs:
+                    self._run(jobs)
+            except Exception:  # a bug: fail the batch, keep serving
+                log.exception("writer batch failed")
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(Internal("the writer failed; see the server log"))
+            if checkpoints and not self.read_only:
+                self.checkpoint()
+            for request in checkpoints:
+                request.future.set_result(None)
+            self._maybe_checkpoint()
+            if stop_after:
+                break
+        self._drain_after_stop()
+        if not self.read_only:
+            self.checkpoint()
+
+    def _drain_after_stop(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Job):
+                item.future.set_exception(Unavailable("the database is closing"))
+            elif isinstance(item, _CheckpointRequest):
+                item.future.set_result(None)
+
+    def _read_only_error(self) -> Unavailable:
+        return Unavailable(
+            f"the server is read-only after a storage fault: {self.read_only_reason}"
+        )
+
+    def _run(self, jobs: list[_Job]) -> None:
+        if self.read_only:
+            for job in jobs:
+                job.future.set_exception(self._read_only_error())
+            return
+        for _ in range(MAX_GROW_ATTEMPTS):
+            txn = self._store.write()
+            try:
+                results, records, plans = self._plan(txn, jobs)
+            except lmdb.MapFullError:
+                txn.abort()
+                self._store.grow()
+                continue
+            except BaseException:
+                txn.abort()
+                raise
+            break
+        else:
+            for job in jobs:
+                job.future.set_exception(Unavailable("the store cannot grow any further"))
+            return
+        if not records:
+            txn.abort()
+            self._answer(jobs, results)
+            return
+        try:
+            self._wal.append(records)
+            self._wal.sync()
+        except WalSyncFailed as exc:
+            txn.abort()
+            self._enter_read_only(f"WAL write failed: {exc}")
+            for job in jobs:
+                job.future.set_exception(self._read_only_error())
+            return
+        last = records[-1]
+        try:
+            if self._fault_before_commit is not None:
+                self._fault_before_commit()
+            put_progress(self._store, txn, last.lsn, last.record_time)
+            txn.commit()
+        except lmdb.Error as exc:
+            # The batch is durable in the WAL; a restart replays it. Until then, no writes.
+            txn.abort()
+            self._enter_read_only(f"LMDB commit failed after the WAL sync: {exc}")
+            for job in jobs:
+                job.future.set_exception(self._read_only_error())
+            return
+        self.applied_lsn = last.lsn
+        self.batches += 1
+        self.batched_jobs += len(jobs)
+        self.last_batch_size = len(jobs)
+        self._records_since_checkpoint += len(records)
+        if self._on_applied is not None:
+            try:
+                self._on_applied(plans)
+            except Exception:
+                log.exception("updating derived indexes failed")
+        self._answer(jobs, results)
+
+    def _plan(
+        self, txn: lmdb.Transaction, jobs: list[_Job]
+    ) -> tuple[list[bytes | BrainError], list[WalRecord], list[tuple[int, Plan]]]:
+        results: list[bytes | BrainError] = []
+        records: list[WalRecord] = []
+        plans: list[tuple[int, Plan]] = []
+        next_lsn = self._wal.next_lsn
+        for job in jobs:
+            record_time = self._clock.tick()
+            context = PlanContext(self._store, txn, next_lsn, record_time)
+            try:
+                outcome = job.plan(context)
+            except BrainError as exc:
+                results.append(exc)
+                continue
+            if isinstance(outcome, Replay):
+                results.append(outcome.answer)
+                continue
+            apply_changes(self._store, txn, outcome.changes)
+            records.append(WalRecord(next_lsn, record_time, PLAN_RECORD_KIND, encode_plan(outcome)))
+            plans.append((next_lsn, outcome))
+            results.append(outcome.answers[-1] if outcome.answers else b"")
+            next_lsn += 1
+        return results, records, plans
+
+    @staticmethod
+    def _answer(jobs: list[_Job], results: list[bytes | BrainError]) -> None:
+        for job, result in zip(jobs, results, strict=True):
+            if isinstance(result, BrainError):
+                job.future.set_exception(result)
+            else:
+                job.future.set_result(result)
+
+    def _enter_read_only(self, reason: str) -> None:
+        log.error("turning read-only: %s", reason)
+        self.read_only_reason = reason
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def _maybe_checkpoint(self) -> None:
+        due = (
+            self._records_since_checkpoint >= CHECKPOINT_RECORDS
+            or time.monotonic() - self._last_checkpoint >= CHECKPOINT_INTERVAL_S
+        )
+        if due and not self.read_only:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Make LMDB durable up to ``applied_lsn``, then drop WAL segments it covers.
+
+        Runs on the writer thread (or after it stopped), so no write interleaves.
+        """
+        try:
+            self._store.sync()
+        except lmdb.Error as exc:
+            self._enter_read_only(f"LMDB sync failed: {exc}")
+            return
+        self.durable_lsn = self.applied_lsn
+        self._wal.checkpoint(self.durable_lsn)
+        self._last_checkpoint = time.monotonic()
+        self._records_since_checkpoint = 0

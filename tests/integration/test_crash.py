@@ -1,0 +1,233 @@
+"""Crash safety of a real server process (DURABILITY.md §6, tests 2, 3 and 5).
+
+``BRAIN_KILL_ROUNDS`` sets how many ``kill -9`` rounds the load test runs
+(default 50, the CI figure; the chaos run uses thousands).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from brain.client import Client
+from brain.errors import BrainError
+from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.opcodes import Opcode
+from tests.integration.conftest import ServerProcess, start_server
+
+KILL_ROUNDS = int(os.environ.get("BRAIN_KILL_ROUNDS", "50"))
+WRITERS = 4
+"""Concurrent client connections writing during each round."""
+
+
+def _request_id(round_no: int, writer: int, seq: int) -> bytes:
+    return round_no.to_bytes(6, "big") + writer.to_bytes(2, "big") + seq.to_bytes(8, "big")
+
+
+def _text(request_id: bytes) -> str:
+    return f"memory {request_id.hex()}"
+
+
+def _load(
+    server: ServerProcess, round_no: int, acked: dict[bytes, EncodeOk], stop: threading.Event
+) -> None:
+    lock = threading.Lock()
+
+    def writer(index: int) -> None:
+        try:
+            client = Client.connect(
+                server.host, server.wire_port, api_key=server.credentials["api_key"], timeout=10
+            )
+        except BrainError:
+            return
+        seq = 0
+        try:
+            while not stop.is_set():
+                batch = [
+                    (
+                        Opcode.ENCODE,
+                        Encode(
+                            request_id=_request_id(round_no, index, seq + k),
+                            text=_text(_request_id(round_no, index, seq + k)),
+                        ),
+                    )
+                    for k in range(8)
+                ]
+                seq += 8
+                results = client.pipeline(batch)
+                with lock:
+                    for (_, request), result in zip(batch, results, strict=True):
+                        if isinstance(result, EncodeOk):
+                            assert isinstance(request, Encode)
+                            acked[request.request_id] = result
+                if any(isinstance(r, BrainError) for r in results):
+                    return
+        except BrainError:
+            return
+        finally:
+            with contextlib.suppress(BrainError):
+                client.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    time.sleep(random.uniform(0.05, 0.4))
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=30)
+
+
+def _verify(server: ServerProcess, acked: dict[bytes, EncodeOk], sample: int) -> None:
+    with Client.connect(
+        server.host, server.wire_port, api_key=server.credentials["api_key"]
+    ) as client:
+        items = list(acked.items())
+        chosen = items if len(items) <= sample else random.sample(items, sample)
+        for request_id, answer in chosen:
+            got = client.call(Opcode.MEMORY_GET, MemoryGet(id=answer.memory_id))
+            assert isinstance(got, MemoryGetOk) and got.memory.text == _text(request_id)
+            again = client.call(
+                Opcode.ENCODE, Encode(request_id=request_id, text=_text(request_id))
+            )
+            assert again == answer, "a retry must return the first answer and create nothing"
+
+
+def test_kill_9_under_concurrent_writes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    rng_seed = int(os.environ.get("BRAIN_KILL_SEED", str(random.randrange(1 << 30))))
+    random.seed(rng_seed)
+    total: dict[bytes, EncodeOk] = {}
+    for round_no in range(KILL_ROUNDS):
+        server = start_server(data)
+        try:
+            acked: dict[bytes, EncodeOk] = {}
+            _load(server, round_no, acked, threading.Event())
+        finally:
+            server.stop()
+        total.update(acked)
+        server = start_server(data)
+        try:
+            # Everything acknowledged this round, and a sample of earlier rounds.
+            _verify(server, acked, sample=len(acked))
+            _verify(server, total, sample=50)
+        finally:
+            server.stop()
+    assert total, f"no write was acknowledged in {KILL_ROUNDS} rounds (seed {rng_seed})"
+
+
+def _wal_segment(data: Path) -> Path:
+    return sorted((data / "wal").glob("wal-*.log"))[-1]
+
+
+def test_append_after_a_torn_tail_then_kill(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = start_server(data)
+    creds = server.credentials
+    first: dict[bytes, EncodeOk] = {}
+    with Client.connect(server.host, server.wire_port, api_key=creds["api_key"]) as client:
+        for n in range(20):
+            request_id = _request_id(1, 0, n)
+            answer = client.call(
+                Opcode.ENCODE, Encode(request_id=request_id, text=_text(request_id))
+            )
+            assert isinstance(answer, EncodeOk)
+            first[request_id] = answer
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    server.stop()
+    # A crash inside an append leaves part of a record at the end of the segment.
+    with _wal_segment(data).open("ab") as fh:
+        fh.write(b"\x12\x34\x56\x78\x00\x00\x00\x40\x00")
+    server = start_server(data)
+    second: dict[bytes, EncodeOk] = {}
+    with Client.connect(server.host, server.wire_port, api_key=creds["api_key"]) as client:
+        for n in range(20):
+            request_id = _request_id(2, 0, n)
+            answer = client.call(
+                Opcode.ENCODE, Encode(request_id=request_id, text=_text(request_id))
+            )
+            assert isinstance(answer, EncodeOk)
+            second[request_id] = answer
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    server.stop()
+    server = start_server(data)
+    try:
+        _verify(server, {**first, **second}, sample=40)
+    finally:
+        server.stop()
+
+
+def test_flipped_bit_refuses_startup_and_verify_names_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = start_server(data)
+    with Client.connect(
+        server.host, server.wire_port, api_key=server.credentials["api_key"]
+    ) as client:
+        for n in range(10):
+            request_id = _request_id(3, 0, n)
+            client.call(Opcode.ENCODE, Encode(request_id=request_id, text=_text(request_id) * 20))
+    server.stop()
+    segment = _wal_segment(data)
+    raw = bytearray(segment.read_bytes())
+    # Flip one bit in the middle of the file: inside a complete record, not the last.
+    raw[len(raw) // 2] ^= 0x10
+    segment.write_bytes(bytes(raw))
+    before = segment.read_bytes()
+
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "wal", "verify", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "LSN" in result.stdout and segment.name in result.stdout
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "brain",
+            "serve",
+            "--data",
+            str(data),
+            "--port",
+            "0",
+            "--public-port",
+            "0",
+            "--admin-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "LSN" in proc.stderr and segment.name in proc.stderr
+    assert segment.read_bytes() == before, "a refused start must change nothing on disk"
+
+
+@pytest.mark.parametrize("missing", ["wal"])
+def test_wal_verify_cannot_run_without_a_wal(tmp_path: Path, missing: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "brain", "wal", "verify", "--data", str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and missing in result.stderr

@@ -1,0 +1,85 @@
+"""An fsync failure inside a running server: read-only, 503, nothing acknowledged lost.
+
+DURABILITY.md §6 test 7. The fault is injected through the database's fsync
+hook, so the server runs in this process; clients still speak real sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import brain
+from brain.client import AsyncClient
+from brain.engine.database import Database, DatabaseOptions
+from brain.errors import Unavailable
+from brain.server.app import Server
+from brain.server.backend import EngineBackend
+from brain.server.config import load_config
+from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.opcodes import Opcode
+
+
+def _readyz(port: int) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+
+
+def test_fsync_eio_makes_the_server_read_only(tmp_path: Path) -> None:
+    failing = {"on": False}
+
+    def fsync(fd: int) -> None:
+        if failing["on"]:
+            raise OSError(errno.EIO, "injected EIO")
+
+    data = tmp_path / "data"
+    config = load_config(
+        environ={},
+        overrides={
+            "server.data_dir": str(data),
+            "server.port": 0,
+            "server.public_port": 0,
+            "server.admin_port": 0,
+        },
+    )
+
+    async def scenario() -> EncodeOk:
+        database = Database.open(data, DatabaseOptions(fsync=fsync))
+        server = Server(config, backend=EngineBackend(database))
+        await server.start()
+        try:
+            api_key = (data / "credentials.toml").read_text().split('api_key = "')[1].split('"')[0]
+            client = await AsyncClient.connect("127.0.0.1", server.wire_port, api_key=api_key)
+            kept = await client.call(Opcode.ENCODE, Encode(request_id=bytes(16), text="kept"))
+            assert isinstance(kept, EncodeOk)
+            assert (await asyncio.to_thread(_readyz, server.public_port))[0] == 200
+            failing["on"] = True
+            with pytest.raises(Unavailable):
+                await client.call(Opcode.ENCODE, Encode(request_id=b"\x01" * 16, text="lost?"))
+            status, body = await asyncio.to_thread(_readyz, server.public_port)
+            assert status == 503 and body["ready"] is False
+            assert "read-only" in str(body["reason"])
+            # Reads keep working.
+            got = await client.call(Opcode.MEMORY_GET, MemoryGet(id=kept.memory_id))
+            assert isinstance(got, MemoryGetOk) and got.memory.text == "kept"
+            with pytest.raises(Unavailable):
+                await client.call(Opcode.ENCODE, Encode(request_id=b"\x02" * 16, text="later"))
+            await client.close()
+            return kept
+        finally:
+            await server.stop()
+
+    kept = asyncio.run(scenario())
+    with brain.open(data) as db:
+        got = db.execute("default", Opcode.MEMORY_GET, MemoryGet(id=kept.memory_id))
+        assert isinstance(got, MemoryGetOk) and got.memory.text == "kept"
