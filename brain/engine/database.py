@@ -18,21 +18,23 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import lmdb
 
-from brain.engine import idempotency
+from brain.engine import budget, idempotency
 from brain.engine.clock import RecordClock
-from brain.engine.memories import plan_encode, read_memory_get
-from brain.engine.plan import Change, Plan, apply_changes, decode_plan
+from brain.engine.operations import READS, WRITES, plan_buffered, plan_commit, plan_single
+from brain.engine.plan import apply_changes, decode_plan
 from brain.engine.scope import Scope
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
+from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
-from brain.engine.writer import MAX_GROW_ATTEMPTS, PlanContext, Replay, Writer
+from brain.engine.writer import MAX_GROW_ATTEMPTS, Writer
 from brain.errors import StorageFault, Unavailable
 from brain.wire import cbor
+from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
 from brain.wire.registry import response_class
 from brain.wire.schema import Message
@@ -44,24 +46,7 @@ log = logging.getLogger("brain.engine")
 RECOVERY_BATCH: Final = 1000
 """WAL records applied per LMDB transaction during recovery."""
 
-
-class _WriteRequest(Protocol):
-    request_id: bytes
-    space: str | None
-
-
-# Each planner takes (context, scope, request) and each reader (store, txn, scope,
-# request) for its own request class; the registry maps opcodes to them, so the
-# request parameter is loose here.
-WritePlanner = Callable[..., tuple[list[Change], Message]]
-ReadHandler = Callable[..., Message]
-
-_WRITES: Final[dict[Opcode, WritePlanner]] = {
-    Opcode.ENCODE: plan_encode,
-}
-_READS: Final[dict[Opcode, ReadHandler]] = {
-    Opcode.MEMORY_GET: read_memory_get,
-}
+_TXN_OPCODES: Final = frozenset({Opcode.TXN_BEGIN, Opcode.TXN_COMMIT, Opcode.TXN_ABORT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +57,23 @@ class DatabaseOptions:
     map_size: int = DEFAULT_MAP_SIZE
     fsync: Callable[[int], None] = os.fdatasync
     idempotency_retention_ns: int = idempotency.DEFAULT_RETENTION_NS
+    txn_max_writes: int = MAX_TXN_WRITES
 
 
 class Database:
     """One open data directory."""
 
-    def __init__(self, path: Path, wal: WriteAheadLog, store: Store, writer: Writer) -> None:
+    def __init__(
+        self,
+        path: Path,
+        wal: WriteAheadLog,
+        store: Store,
+        writer: Writer,
+        options: DatabaseOptions,
+    ) -> None:
         """Private: use :meth:`open` (or :func:`brain.open`)."""
         self.path = path
+        self._txns = TxnRegistry(max_writes=options.txn_max_writes)
         self._wal = wal
         self._store = store
         self._writer = writer
@@ -103,13 +97,18 @@ class Database:
             check_format(store)
             applied, last_time = _recover(store, wal)
             clock = RecordClock(last_time)
-            writer = Writer(store, wal, clock, applied_lsn=applied)
+            retention = opts.idempotency_retention_ns
+
+            def housekeeping() -> None:
+                idempotency.sweep(store, older_than=clock.now() - retention)
+
+            writer = Writer(store, wal, clock, applied_lsn=applied, on_checkpoint=housekeeping)
             writer.start()
         except BaseException:
             store.close()
             wal.close()
             raise
-        return cls(root, wal, store, writer)
+        return cls(root, wal, store, writer, opts)
 
     # --- status ---------------------------------------------------------------------------
 
@@ -140,55 +139,68 @@ class Database:
     @staticmethod
     def handles(opcode: Opcode) -> bool:
         """True when this build implements ``opcode``."""
-        return opcode in _WRITES or opcode in _READS
+        return opcode in WRITES or opcode in READS or opcode in _TXN_OPCODES
 
     @staticmethod
     def is_write(opcode: Opcode) -> bool:
         """True for opcodes that go through the writer."""
-        return opcode in _WRITES
+        return opcode in WRITES or opcode is Opcode.TXN_COMMIT
 
     # --- operations ------------------------------------------------------------------------
 
-    def submit(self, namespace: str, opcode: Opcode, request: Message) -> Future[bytes]:
-        """Queue a write; the future gives the encoded answer payload or raises a BrainError."""
-        planner = _WRITES.get(opcode)
-        if planner is None:
-            raise Unavailable(f"{opcode.name} is not available in this build")
+    def submit(
+        self, namespace: str, opcode: Opcode, request: Message, *, owner: bytes = b""
+    ) -> Future[bytes]:
+        """Queue a write; the future gives the encoded answer payload or raises a BrainError.
+
+        ``owner`` names the connection, which owns the transactions it opens.
+        """
         self._check_open()
-        write: _WriteRequest = request  # type: ignore[assignment]  # every write has both
-        scope = Scope.of(namespace, write.space)
-        digest = idempotency.request_digest(opcode, request)
-
-        def plan(ctx: PlanContext) -> Plan | Replay:
-            stored = idempotency.lookup(ctx.store, ctx.txn, scope, write.request_id, digest)
-            if stored is not None:
-                return Replay(stored)
-            changes, answer = planner(ctx, scope, request)
-            payload = cbor.encode(answer.to_wire())
-            changes = changes + idempotency.row_changes(
-                scope, write.request_id, digest, payload, ctx.record_time
+        if opcode is Opcode.TXN_COMMIT:
+            assert isinstance(request, TxnCommit)
+            return self._writer.submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
+        if opcode not in WRITES:
+            raise Unavailable(f"{opcode.name} is not available in this build")
+        budget.check_write(opcode, request, budget=budget.WRITE_BUDGET)
+        txn_id: bytes | None = getattr(request, "txn_id", None)
+        if txn_id is not None:
+            return self._writer.submit(
+                lambda ctx: plan_buffered(
+                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
+                )
             )
-            return Plan(tuple(changes), (payload,))
+        return self._writer.submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
 
-        return self._writer.submit(plan)
-
-    def read(self, namespace: str, opcode: Opcode, request: Message) -> Message:
-        """Run a read in a consistent snapshot."""
-        handler = _READS.get(opcode)
+    def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
+        """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
+        self._check_open()
+        if opcode is Opcode.TXN_BEGIN:
+            assert isinstance(request, TxnBegin)
+            return TxnBegun(txn_id=self._txns.begin(namespace, owner, request.timeout_ms))
+        if opcode is Opcode.TXN_ABORT:
+            assert isinstance(request, TxnAbort)
+            self._txns.take(request.txn_id, namespace)
+            return TxnAborted()
+        handler = READS.get(opcode)
         if handler is None:
             raise Unavailable(f"{opcode.name} is not available in this build")
-        self._check_open()
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
         with self._store.read() as txn:
             return handler(self._store, txn, scope, request)
 
-    def execute(self, namespace: str, opcode: Opcode, request: Message) -> Message:
+    def execute(
+        self, namespace: str, opcode: Opcode, request: Message, *, owner: bytes = b""
+    ) -> Message:
         """Run any operation and wait for its answer (the embedded API)."""
         if self.is_write(opcode):
-            payload = self.submit(namespace, opcode, request).result()
+            payload = self.submit(namespace, opcode, request, owner=owner).result()
             return response_class(opcode).from_wire(cbor.decode(payload))
-        return self.read(namespace, opcode, request)
+        return self.read(namespace, opcode, request, owner)
+
+    def abort_owner(self, owner: bytes) -> int:
+        """Abort every transaction ``owner`` (a connection) left open."""
+        return self._txns.abort_owner(owner)
 
     def checkpoint(self) -> None:
         """Force a checkpoint now (normally the writer runs them on its own)."""

@@ -43,8 +43,14 @@ _BY_TIME: Final = b"idempotency_by_time"
 
 
 def request_digest(opcode: Opcode, request: Message) -> bytes:
-    """SHA-256 of the opcode and the canonical encoding of the request."""
-    body = cbor.encode(request.to_wire())
+    """SHA-256 of the opcode and the canonical encoding of the request.
+
+    ``txn_id`` is left out: a client that lost a commit's answer redoes the same
+    writes in a new transaction, and they must count as the same requests.
+    """
+    wire = request.to_wire()
+    wire.pop("txn_id", None)
+    body = cbor.encode(wire)
     return hashlib.sha256(int(opcode).to_bytes(2, "big") + body).digest()
 
 

@@ -17,7 +17,6 @@ from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
 from brain.errors import NotFound
-from brain.ids import new_id
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.records import Memory
@@ -69,7 +68,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
             deduplicated=True,
         )
         return [], answer
-    memory_id = new_id()
+    memory_id = ctx.ids.new()
     row: dict[str, object] = {
         "namespace": scope.namespace,
         "space": scope.space,

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import lmdb
@@ -31,6 +31,7 @@ from brain.engine.clock import RecordClock
 from brain.engine.plan import PLAN_RECORD_KIND, Plan, apply_changes, encode_plan
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
+from brain.engine.transactions import IdSource
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
 from brain.errors import BrainError, Internal, Unavailable
 
@@ -54,12 +55,17 @@ CHECKPOINT_RECORDS: Final = 50_000
 
 @dataclass(frozen=True, slots=True)
 class PlanContext:
-    """What a planning function may use: the write transaction and its stamps."""
+    """What a planning function may use: the write transaction, its stamps, an id source.
+
+    Planners take new record ids from ``ids`` rather than minting them, so that
+    planning the same write again (a transaction's commit) names the same records.
+    """
 
     store: Store
     txn: lmdb.Transaction
     lsn: int
     record_time: int
+    ids: IdSource = field(default_factory=IdSource)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,11 @@ class Writer:
         *,
         applied_lsn: int,
         on_applied: Callable[[list[tuple[int, Plan]]], None] | None = None,
+        on_checkpoint: Callable[[], None] | None = None,
     ) -> None:
+        """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
+        such as the idempotency sweep), when no write transaction is open."""
+        self._on_checkpoint = on_checkpoint
         self._store = store
         self._wal = wal
         self._clock = clock
@@ -321,5 +331,10 @@ class Writer:
             return
         self.durable_lsn = self.applied_lsn
         self._wal.checkpoint(self.durable_lsn)
+        if self._on_checkpoint is not None:
+            try:
+                self._on_checkpoint()
+            except lmdb.Error:
+                log.exception("housekeeping at checkpoint failed")
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0

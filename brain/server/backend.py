@@ -60,6 +60,10 @@ class Backend(Protocol):
         """Whether the backend can take writes now, and how far it has applied."""
         ...
 
+    def connection_closed(self, principal: Principal) -> None:
+        """The connection of ``principal`` closed: drop what it owned."""
+        ...
+
     async def close(self) -> None:
         """Finish in-flight work and release resources."""
         ...
@@ -80,12 +84,16 @@ class EngineBackend:
         if not db.handles(opcode):
             raise Unavailable(f"{opcode.name} is not available in this build")
         if db.is_write(opcode):
-            future = db.submit(principal.namespace, opcode, request)
+            future = db.submit(principal.namespace, opcode, request, owner=principal.session_id)
             return RawAnswer(await asyncio.wrap_future(future))
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._readers, db.read, principal.namespace, opcode, request
+            self._readers, db.read, principal.namespace, opcode, request, principal.session_id
         )
+
+    def connection_closed(self, principal: Principal) -> None:
+        """Abort the transactions the connection left open."""
+        self.database.abort_owner(principal.session_id)
 
     def status(self) -> BackendStatus:
         """Ready unless a storage fault turned the database read-only."""
@@ -112,6 +120,9 @@ class UnbuiltBackend:
     def status(self) -> BackendStatus:
         """Always ready: there is no recovery to wait for."""
         return BackendStatus(ready=True, applied_lsn=0)
+
+    def connection_closed(self, principal: Principal) -> None:
+        """Nothing is owned by connections here."""
 
     async def close(self) -> None:
         """Nothing to release."""

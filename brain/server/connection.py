@@ -138,7 +138,9 @@ class Connection:
                 self._session.auth_failed(event.stream_id, Unauthenticated("unknown API key"))
             )
             return
-        principal = Principal(record.namespace, record.key_id, record.permissions)
+        principal = Principal(
+            record.namespace, record.key_id, record.permissions, self._session.session_id
+        )
         await self._act(self._session.auth_succeeded(event.stream_id, principal))
 
     def _cancel(self, event: CancelRequested) -> list[Event]:
@@ -182,7 +184,11 @@ class Connection:
             self._tasks.pop(event.stream_id, None)
 
     async def _shutdown(self) -> None:
+        principal = self._session.principal
         self._session.close()
+        if principal is not None:
+            # A closed connection aborts the transactions it left open (DURABILITY.md §4).
+            self._backend.connection_closed(principal)
         for task in list(self._tasks.values()):
             task.cancel()
         for task in list(self._tasks.values()):

@@ -108,11 +108,15 @@ class SessionState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a connection speaks for: a key, its namespace and its permissions."""
+    """Who a connection speaks for: a key, its namespace and its permissions.
+
+    ``session_id`` names the connection, which owns the transactions it opens.
+    """
 
     namespace: str
     key_id: bytes
     permissions: frozenset[Permission]
+    session_id: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from brain.client import Client
-from brain.errors import BrainError
+from brain.errors import BrainError, NotFound, TxnExpired
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
 
@@ -231,3 +232,70 @@ def test_wal_verify_cannot_run_without_a_wal(tmp_path: Path, missing: str) -> No
         check=False,
     )
     assert result.returncode == 2 and missing in result.stderr
+
+
+def _begin(client: Client) -> bytes:
+    answer = client.call(Opcode.TXN_BEGIN, TxnBegin())
+    assert isinstance(answer, TxnBegun)
+    return answer.txn_id
+
+
+def _kill(server: ServerProcess) -> None:
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait()
+    server.stop()
+
+
+def _exists(client: Client, memory_id: bytes) -> bool:
+    try:
+        client.call(Opcode.MEMORY_GET, MemoryGet(id=memory_id))
+    except NotFound:
+        return False
+    return True
+
+
+def test_transaction_killed_before_and_after_commit(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = start_server(data)
+    key = server.credentials["api_key"]
+    with Client.connect(server.host, server.wire_port, api_key=key) as client:
+        txn = _begin(client)
+        pending = [
+            client.call(
+                Opcode.ENCODE, Encode(request_id=_request_id(7, 0, n), text=f"p{n}", txn_id=txn)
+            )
+            for n in range(5)
+        ]
+    _kill(server)  # killed before the commit: nothing of it may exist
+    server = start_server(data)
+    with Client.connect(server.host, server.wire_port, api_key=key) as client:
+        assert not any(_exists(client, p.memory_id) for p in pending if isinstance(p, EncodeOk))
+        with pytest.raises(TxnExpired):
+            client.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+        txn = _begin(client)
+        for n in range(5):
+            client.call(
+                Opcode.ENCODE, Encode(request_id=_request_id(8, 0, n), text=f"c{n}", txn_id=txn)
+            )
+        committed = client.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+        assert isinstance(committed, TxnCommitted)
+    _kill(server)  # killed after the commit was acknowledged: all of it must exist
+    server = start_server(data)
+    try:
+        with Client.connect(server.host, server.wire_port, api_key=key) as client:
+            for result in committed.results:
+                assert _exists(client, EncodeOk.from_wire(result).memory_id)
+    finally:
+        server.stop()
+
+
+def test_dropped_connection_aborts_its_transactions(server: ServerProcess) -> None:
+    key = server.credentials["api_key"]
+    first = Client.connect(server.host, server.wire_port, api_key=key)
+    txn = _begin(first)
+    first.call(Opcode.ENCODE, Encode(request_id=_request_id(9, 0, 0), text="orphan", txn_id=txn))
+    first.close()
+    time.sleep(0.2)
+    with Client.connect(server.host, server.wire_port, api_key=key) as second:
+        with pytest.raises(TxnExpired):
+            second.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))

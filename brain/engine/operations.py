@@ -1,0 +1,155 @@
+"""Which engine function serves which opcode, and the planning every write shares.
+
+A write's planner returns its changes and answer; :func:`plan_write` wraps it
+with the idempotency check and row, so no planner can forget them. The
+transaction opcodes are planned here too, from the same pieces: a buffered
+write is planned against the state plus its transaction's earlier writes in a
+nested LMDB transaction that is then thrown away, and a commit plans every
+buffered write again, in order, into one plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from brain.engine import budget, idempotency
+from brain.engine.memories import plan_encode, read_memory_get
+from brain.engine.plan import Change, Plan, apply_changes
+from brain.engine.scope import Scope
+from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
+from brain.engine.writer import PlanContext, Replay
+from brain.errors import BrainError
+from brain.wire import cbor
+from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
+from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
+
+__all__ = [
+    "READS",
+    "WRITES",
+    "plan_buffered",
+    "plan_commit",
+    "plan_write",
+]
+
+
+class WriteRequest(Protocol):
+    """What every write request carries (WIRE.md §5)."""
+
+    request_id: bytes
+    space: str | None
+
+
+# Each planner takes (context, scope, request) and each reader (store, txn, scope,
+# request) for its own request class, so the request parameter is loose here.
+WritePlanner = Callable[..., tuple[list[Change], Message]]
+ReadHandler = Callable[..., Message]
+
+WRITES: Final[dict[Opcode, WritePlanner]] = {
+    Opcode.ENCODE: plan_encode,
+}
+READS: Final[dict[Opcode, ReadHandler]] = {
+    Opcode.MEMORY_GET: read_memory_get,
+}
+
+
+def _as_write(request: Message) -> WriteRequest:
+    assert hasattr(request, "request_id") and hasattr(request, "space")
+    return request
+
+
+def plan_write(
+    ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
+) -> tuple[list[Change], bytes] | Replay:
+    """Plan one write with its idempotency check: (changes, answer) or the stored answer."""
+    write = _as_write(request)
+    scope = Scope.of(namespace, write.space)
+    digest = idempotency.request_digest(opcode, request)
+    stored = idempotency.lookup(ctx.store, ctx.txn, scope, write.request_id, digest)
+    if stored is not None:
+        return Replay(stored)
+    changes, answer = WRITES[opcode](ctx, scope, request)
+    payload = cbor.encode(answer.to_wire())
+    rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
+    return changes + rows, payload
+
+
+def plan_single(
+    ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
+) -> Plan | Replay:
+    """A write outside any transaction: one plan, one WAL record."""
+    planned = plan_write(ctx, namespace, opcode, request)
+    if isinstance(planned, Replay):
+        return planned
+    changes, payload = planned
+    return Plan(tuple(changes), (payload,))
+
+
+def _replay_buffer(
+    ctx: PlanContext, namespace: str, writes: list[BufferedWrite], lsn: int, record_time: int
+) -> tuple[list[Change], list[bytes]]:
+    """Plan ``writes`` in order inside ``ctx.txn``, applying each so the next sees it."""
+    all_changes: list[Change] = []
+    answers: list[bytes] = []
+    for index, write in enumerate(writes):
+        step = PlanContext(ctx.store, ctx.txn, lsn, record_time, write.ids.replay())
+        try:
+            planned = plan_write(step, namespace, write.opcode, write.request)
+        except BrainError as exc:
+            exc.message = f"write {index} of the transaction ({write.opcode.name}): {exc.message}"
+            raise
+        if isinstance(planned, Replay):
+            answers.append(planned.answer)
+            continue
+        changes, payload = planned
+        apply_changes(ctx.store, ctx.txn, changes)
+        all_changes.extend(changes)
+        answers.append(payload)
+    return all_changes, answers
+
+
+def plan_buffered(
+    ctx: PlanContext,
+    registry: TxnRegistry,
+    namespace: str,
+    *,
+    txn_id: bytes,
+    opcode: Opcode,
+    request: Message,
+) -> Replay:
+    """Plan a write against the state plus its transaction's buffer, then buffer it.
+
+    Runs on the writer thread, so buffering and commits of one transaction are
+    ordered. Nothing is written: the nested transaction is aborted.
+    """
+    txn = registry.get(txn_id, namespace)
+    registry.check_room(txn)
+    cost = budget.check_write(opcode, request, already=txn.cost, budget=budget.TXN_BUDGET)
+    child = ctx.store.env.begin(write=True, parent=ctx.txn)
+    try:
+        nested = PlanContext(ctx.store, child, 0, 0)
+        _replay_buffer(nested, namespace, txn.writes, 0, 0)
+        ids = IdSource()
+        planned = plan_write(PlanContext(ctx.store, child, 0, 0, ids), namespace, opcode, request)
+    finally:
+        child.abort()
+    txn.writes.append(BufferedWrite(opcode, request, ids))
+    txn.cost += cost
+    return Replay(planned.answer if isinstance(planned, Replay) else planned[1])
+
+
+def plan_commit(
+    ctx: PlanContext, registry: TxnRegistry, namespace: str, request: TxnCommit
+) -> Plan:
+    """TXN_COMMIT: every buffered write again, in order, as one plan and one WAL record."""
+    txn = registry.take(request.txn_id, namespace)
+    child = ctx.store.env.begin(write=True, parent=ctx.txn)
+    try:
+        nested = PlanContext(ctx.store, child, ctx.lsn, ctx.record_time)
+        changes, answers = _replay_buffer(nested, namespace, txn.writes, ctx.lsn, ctx.record_time)
+    finally:
+        child.abort()
+    results = tuple(cbor.decode(answer) for answer in answers)
+    committed = cbor.encode(TxnCommitted(lsn=ctx.lsn, results=results).to_wire())
+    return Plan(tuple(changes), (*answers, committed))
