@@ -296,6 +296,8 @@ def test_dropped_connection_aborts_its_transactions(server: ServerProcess) -> No
     first.call(Opcode.ENCODE, Encode(request_id=_request_id(9, 0, 0), text="orphan", txn_id=txn))
     first.close()
     time.sleep(0.2)
-    with Client.connect(server.host, server.wire_port, api_key=key) as second:
-        with pytest.raises(TxnExpired):
-            second.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+    with (
+        Client.connect(server.host, server.wire_port, api_key=key) as second,
+        pytest.raises(TxnExpired),
+    ):
+        second.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
