@@ -27,6 +27,7 @@ from brain.engine.clock import RecordClock
 from brain.engine.operations import READS, WRITES, plan_buffered, plan_commit, plan_single
 from brain.engine.plan import apply_changes, decode_plan
 from brain.engine.scope import Scope
+from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
@@ -197,6 +198,22 @@ class Database:
             payload = self.submit(namespace, opcode, request, owner=owner).result()
             return response_class(opcode).from_wire(cbor.decode(payload))
         return self.read(namespace, opcode, request, owner)
+
+    def snapshot(
+        self, bundle: Path, *, extra_envs: dict[str, lmdb.Environment] | None = None
+    ) -> SnapshotInfo:
+        """Write a consistent snapshot bundle to ``bundle`` while writes go on."""
+        self._check_open()
+        with self._writer.checkpoints_held(), self._store.read() as txn:
+            lsn = get_progress(self._store, txn).applied_lsn
+            return write_bundle(
+                bundle,
+                env=self._store.env,
+                meta_db_reader=txn,
+                lsn=lsn,
+                wal_segments=list(self._wal.segments),
+                extra_envs=extra_envs,
+            )
 
     def abort_owner(self, owner: bytes) -> int:
         """Abort every transaction ``owner`` (a connection) left open."""

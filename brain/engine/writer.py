@@ -16,11 +16,12 @@ the map and replans the batch, which is safe because nothing was logged yet.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Final
@@ -123,6 +124,8 @@ class Writer:
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0
         self._fault_before_commit: Callable[[], None] | None = None
+        # Held by snapshots while they copy WAL segments, so none is deleted under them.
+        self._checkpoint_lock = threading.Lock()
 
     @property
     def read_only(self) -> bool:
@@ -323,7 +326,22 @@ class Writer:
         """Make LMDB durable up to ``applied_lsn``, then drop WAL segments it covers.
 
         Runs on the writer thread (or after it stopped), so no write interleaves.
+        Skipped while a snapshot holds checkpoints off; the next trigger retries.
         """
+        if not self._checkpoint_lock.acquire(blocking=False):
+            return
+        try:
+            self._checkpoint_locked()
+        finally:
+            self._checkpoint_lock.release()
+
+    @contextlib.contextmanager
+    def checkpoints_held(self) -> Iterator[None]:
+        """Hold checkpoints off (no WAL segment is deleted) for the duration."""
+        with self._checkpoint_lock:
+            yield
+
+    def _checkpoint_locked(self) -> None:
         try:
             self._store.sync()
         except lmdb.Error as exc:

@@ -83,7 +83,9 @@ class Server:
             make_public_app(self.backend, self.metrics), server.public_host, server.public_port
         )
         self.admin_port = await self._serve_http(
-            make_admin_app(self.config, self.keys), server.admin_host, server.admin_port
+            make_admin_app(self.config, self.keys, self._database()),
+            server.admin_host,
+            server.admin_port,
         )
 
     async def _serve_http(self, app: web.Application, host: str, port: int) -> int:
@@ -138,6 +140,10 @@ class Server:
         finally:
             self._connections.discard(task)
             self.metrics.connections_open.dec()
+
+    def _database(self) -> Database | None:
+        backend = self.backend
+        return backend.database if isinstance(backend, EngineBackend) else None
 
     def _count_session_answer(self, opcode: str, outcome: str) -> None:
         self.metrics.requests.labels(opcode=opcode, outcome=outcome).inc()

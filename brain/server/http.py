@@ -11,16 +11,22 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
-from brain.errors import BrainError, InvalidArgument, NotFound
+from brain.engine.snapshot import list_snapshots
+from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
+from brain.ids import new_id
 from brain.server.backend import Backend
 from brain.server.config import Config
 from brain.server.keys import KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
+
+if TYPE_CHECKING:
+    from brain.engine.database import Database
 
 __all__ = ["ADMIN_MAX_BODY", "make_admin_app", "make_public_app"]
 
@@ -31,7 +37,15 @@ PROMETHEUS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_STATUS_BY_ERROR: Final = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "PERMISSION_DENIED": 403}
+_STATUS_BY_ERROR: Final = {
+    "INVALID_ARGUMENT": 400,
+    "NOT_FOUND": 404,
+    "PERMISSION_DENIED": 403,
+    "UNAVAILABLE": 503,
+}
+
+SNAPSHOT_DIR: Final = "snapshots"
+"""Bundles made through the admin port go to DATA/snapshots/."""
 
 
 def _error(status: int, name: str, message: str, field: str | None = None) -> web.Response:
@@ -66,7 +80,9 @@ def make_public_app(backend: Backend, metrics: ServerMetrics) -> web.Application
     return app
 
 
-def make_admin_app(config: Config, keys: KeyStore) -> web.Application:
+def make_admin_app(
+    config: Config, keys: KeyStore, database: Database | None = None
+) -> web.Application:
     """The admin API; routes arrive with the features they manage."""
 
     configured_token = config.admin.token
@@ -134,9 +150,25 @@ def make_admin_app(config: Config, keys: KeyStore) -> web.Application:
     async def show_config(_: web.Request) -> web.Response:
         return web.json_response(config.redacted())
 
+    snapshot_dir = config.data_path / SNAPSHOT_DIR
+
+    async def create_snapshot(_: web.Request) -> web.Response:
+        if database is None:
+            raise Unavailable("snapshots need the database, which this server does not serve")
+        bundle = snapshot_dir / time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime())
+        bundle = bundle.with_name(bundle.name + new_id().hex()[-8:])
+        info = await asyncio.to_thread(database.snapshot, bundle, extra_envs={"keys": keys.env})
+        return web.json_response(info.to_json(), status=201)
+
+    async def show_snapshots(_: web.Request) -> web.Response:
+        found = await asyncio.to_thread(list_snapshots, snapshot_dir)
+        return web.json_response({"snapshots": [s.to_json() for s in found]})
+
     app = web.Application(middlewares=[guard], client_max_size=ADMIN_MAX_BODY)
     app.router.add_post("/v1/keys", create_key)
     app.router.add_get("/v1/keys", list_keys)
     app.router.add_delete("/v1/keys/{key_id}", delete_key)
     app.router.add_get("/v1/config", show_config)
+    app.router.add_post("/v1/snapshots", create_snapshot)
+    app.router.add_get("/v1/snapshots", show_snapshots)
     return app

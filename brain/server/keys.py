@@ -151,6 +151,11 @@ class KeyStore:
         self._namespaces = self._env.open_db(b"namespaces")
         self._meta = self._env.open_db(b"meta")
 
+    @property
+    def env(self) -> lmdb.Environment:
+        """The LMDB environment (snapshots copy it)."""
+        return self._env
+
     def close(self) -> None:
         """Release the environment."""
         self._env.close()
