@@ -21,7 +21,7 @@ from brain import __version__
 from brain.engine.database import Database
 from brain.errors import Overloaded
 from brain.ids import new_id
-from brain.server.backend import Backend, EngineBackend, UnbuiltBackend
+from brain.server.backend import Backend, BackendStatus, EngineBackend, UnbuiltBackend
 from brain.server.config import Config
 from brain.server.connection import Connection
 from brain.server.credentials import bootstrap_credentials
@@ -60,28 +60,44 @@ class Server:
         self.wire_port = 0
         self.public_port = 0
         self.admin_port = 0
+        self._recovering = True
+
+    def status(self) -> BackendStatus:
+        """Readiness: 503 while recovering, then whatever the backend says."""
+        if self._recovering:
+            return BackendStatus(False, 0, "recovering: replaying the write-ahead log")
+        return self.backend.status()
 
     async def start(self) -> None:
-        """Open the data directory, bootstrap credentials, bind every port."""
+        """Bind the public port, recover the database, then open the wire and admin ports."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._close_listeners()
+            raise
+
+    async def _start(self) -> None:
         data = self.config.data_path
         data.mkdir(parents=True, exist_ok=True)
+        server = self.config.server
+        # The public port comes first, so /readyz can say 503 while recovery runs.
+        self.public_port = await self._serve_http(
+            make_public_app(self.status, self.metrics), server.public_host, server.public_port
+        )
         if self._given_backend is not None:
             self.backend = self._given_backend
         else:
-            # Recovery runs here, before any port is bound: nothing is served half-recovered.
+            # Nothing is served from the wire port half-recovered: it opens after this.
             database = await asyncio.to_thread(Database.open, data)
             self.backend = EngineBackend(database)
             self.metrics.attach_database(database)
+        self._recovering = False
         self.keys = KeyStore(data)
         self.credentials_path = bootstrap_credentials(data, self.keys)
-        server = self.config.server
         self._wire = await asyncio.start_server(
             self._accept, host=server.host, port=server.port, limit=64 * 1024
         )
         self.wire_port = self._wire.sockets[0].getsockname()[1]
-        self.public_port = await self._serve_http(
-            make_public_app(self.backend, self.metrics), server.public_host, server.public_port
-        )
         self.admin_port = await self._serve_http(
             make_admin_app(self.config, self.keys, self._database()),
             server.admin_host,
@@ -141,6 +157,15 @@ class Server:
             self._connections.discard(task)
             self.metrics.connections_open.dec()
 
+    async def _close_listeners(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+            await self._wire.wait_closed()
+            self._wire = None
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+
     def _database(self) -> Database | None:
         backend = self.backend
         return backend.database if isinstance(backend, EngineBackend) else None
@@ -158,11 +183,7 @@ class Server:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
-        if self._wire is not None:
-            await self._wire.wait_closed()
-        for runner in self._runners:
-            await runner.cleanup()
-        self._runners.clear()
+        await self._close_listeners()
         await self.backend.close()
         if self.keys is not None:
             self.keys.close()

@@ -20,7 +20,7 @@ from aiohttp import web
 from brain.engine.snapshot import list_snapshots
 from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
 from brain.ids import new_id
-from brain.server.backend import Backend
+from brain.server.backend import BackendStatus
 from brain.server.config import Config
 from brain.server.keys import KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
@@ -55,19 +55,17 @@ def _error(status: int, name: str, message: str, field: str | None = None) -> we
     return web.json_response(body, status=status)
 
 
-def make_public_app(backend: Backend, metrics: ServerMetrics) -> web.Application:
-    """``/healthz``, ``/readyz`` and ``/metrics``."""
+def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
+    """``/healthz``, ``/readyz`` (from ``status``) and ``/metrics``."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        status = backend.status()
-        if status.ready:
-            return web.json_response({"ready": True, "applied_lsn": status.applied_lsn})
-        return web.json_response(
-            {"ready": False, "reason": status.reason or "not ready"}, status=503
-        )
+        now = status()
+        if now.ready:
+            return web.json_response({"ready": True, "applied_lsn": now.applied_lsn})
+        return web.json_response({"ready": False, "reason": now.reason or "not ready"}, status=503)
 
     async def metrics_route(_: web.Request) -> web.Response:
         body = await asyncio.to_thread(metrics.render)

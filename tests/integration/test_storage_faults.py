@@ -83,3 +83,29 @@ def test_fsync_eio_makes_the_server_read_only(tmp_path: Path) -> None:
     with brain.open(data) as db:
         got = db.execute("default", Opcode.MEMORY_GET, MemoryGet(id=kept.memory_id))
         assert isinstance(got, MemoryGetOk) and got.memory.text == "kept"
+
+
+def test_readyz_reports_recovery_until_the_database_is_open(tmp_path: Path) -> None:
+    config = load_config(
+        environ={},
+        overrides={
+            "server.data_dir": str(tmp_path / "data"),
+            "server.port": 0,
+            "server.public_port": 0,
+            "server.admin_port": 0,
+        },
+    )
+    server = Server(config)
+    before = server.status()
+    assert not before.ready and "recovering" in str(before.reason)
+
+    async def scenario() -> None:
+        await server.start()
+        try:
+            assert server.status().ready
+            status, body = await asyncio.to_thread(_readyz, server.public_port)
+            assert status == 200 and body == {"ready": True, "applied_lsn": 0}
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())

@@ -53,7 +53,7 @@ def test_every_http_route_is_documented(tmp_path: Path) -> None:
 
     keys = KeyStore(tmp_path)
     try:
-        routes = _routes(make_public_app(UnbuiltBackend(), ServerMetrics()))
+        routes = _routes(make_public_app(UnbuiltBackend().status, ServerMetrics()))
         routes |= _routes(make_admin_app(Config(), keys))
     finally:
         keys.close()

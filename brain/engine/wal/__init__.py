@@ -2,7 +2,7 @@
 
 The engine's writer thread appends each batch as records, syncs once per batch
 and then applies it; recovery replays :meth:`WriteAheadLog.read_from`. Payloads
-are opaque bytes here. See ``spec/05-wal-format.md`` for the byte layout.
+are opaque bytes here. See ``spec/05-durability.md`` §3 for the byte layout.
 """
 
 from brain.engine.wal.format import (
