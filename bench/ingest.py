@@ -16,10 +16,8 @@ import asyncio
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import tomllib
@@ -27,32 +25,14 @@ import urllib.request
 from pathlib import Path
 from typing import Final
 
+from brain.server.spawn import spawn_server
+
 RESULTS: Final = Path(__file__).resolve().parent / "results"
-_READY: Final = re.compile(r"serving wire on [\d.]+:(\d+), public HTTP on [\d.]+:(\d+)")
 
 
 def _start_server(data: Path) -> tuple[subprocess.Popen[str], int, int]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "brain",
-        "serve",
-        "--data",
-        str(data),
-        "--port",
-        "0",
-        "--public-port",
-        "0",
-        "--admin-port",
-        "0",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        match = _READY.search(line)
-        if match:
-            return proc, int(match[1]), int(match[2])
-    raise RuntimeError("server did not start")
+    spawned = spawn_server(data)
+    return spawned.process, spawned.wire_port, spawned.public_port
 
 
 def _metric(port: int, name: str) -> float:

@@ -27,6 +27,12 @@ EXIT_USAGE: Final = 2
 EXIT_CORRUPT: Final = 3
 
 
+def _add_location(parser: argparse.ArgumentParser) -> None:
+    """The options every command that works on a data directory takes."""
+    parser.add_argument("--config", type=Path, help="TOML configuration file")
+    parser.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="brain", description="Brain, a bi-temporal statement database server."
@@ -35,8 +41,7 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the server", description="Run the server.")
-    serve.add_argument("--config", type=Path, help="TOML configuration file")
-    serve.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
+    _add_location(serve)
     serve.add_argument("--host", help="address of the wire listener")
     serve.add_argument("--port", type=int, help="wire protocol port (default 9090)")
     serve.add_argument("--public-port", type=int, help="public HTTP port (default 9091)")
@@ -54,8 +59,7 @@ def _build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--permissions", default="read,write", help="comma-separated: read,write,admin"
     )
-    create.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
-    create.add_argument("--config", type=Path, help="TOML configuration file")
+    _add_location(create)
 
     wal = commands.add_parser(
         "wal", help="inspect or repair the write-ahead log", description="WAL tools."
@@ -67,8 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Check every WAL record. Exit 0 when sound (a torn tail is normal "
         "and reported), 3 on corruption (naming file, offset and LSN), 2 when it cannot run.",
     )
-    verify.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
-    verify.add_argument("--config", type=Path, help="TOML configuration file")
+    _add_location(verify)
     truncate = wal_commands.add_parser(
         "truncate",
         help="drop every WAL record from LSN on (after corruption)",
@@ -76,8 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "refusing to start on a damaged log can start without them. Stop the server first.",
     )
     truncate.add_argument("--at", type=int, required=True, metavar="LSN")
-    truncate.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
-    truncate.add_argument("--config", type=Path, help="TOML configuration file")
+    _add_location(truncate)
 
     snapshot = commands.add_parser(
         "snapshot", help="take or restore snapshots", description="Snapshot tools."
@@ -88,8 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="write a snapshot bundle of a stopped server's data directory",
         description="Write a snapshot bundle. For a running server use POST /v1/snapshots.",
     )
-    take.add_argument("--data", help="data directory (default ./brain-data, env BRAIN_DATA)")
-    take.add_argument("--config", type=Path, help="TOML configuration file")
+    _add_location(take)
     take.add_argument("--out", type=Path, help="bundle directory (default DATA/snapshots/<time>)")
     restore = snapshot_commands.add_parser(
         "restore",

@@ -28,10 +28,11 @@ from collections.abc import AsyncGenerator
 from types import TracebackType
 from typing import Final, Self
 
+from brain.client.base import HandshakeInfo
 from brain.client.sync import DEFAULT_CLIENT_NAME, DEFAULT_PORT, DEFAULT_TIMEOUT_S, RECV_CHUNK
 from brain.errors import BrainError, ConnectionClosed, RequestTimeout
 from brain.wire.client_session import STREAMING_OPCODES, ClientSession, Reply
-from brain.wire.messages.control import AuthOk, Ping, Pong, Welcome
+from brain.wire.messages.control import Ping, Pong
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
@@ -40,7 +41,7 @@ __all__ = ["AsyncClient"]
 _CLIENT_CLOSED: Final = "the client closed the connection"
 
 
-class AsyncClient:
+class AsyncClient(HandshakeInfo):
     """A pipelined asyncio connection to a Brain server; make one with :meth:`connect`."""
 
     def __init__(
@@ -90,18 +91,6 @@ class AsyncClient:
         return client
 
     # --- inspection -------------------------------------------------------------------
-
-    @property
-    def welcome(self) -> Welcome:
-        """The server's WELCOME: its name, session id and limits."""
-        assert self._session.welcome is not None, "connect() completes the handshake"
-        return self._session.welcome
-
-    @property
-    def auth_ok(self) -> AuthOk:
-        """The server's AUTH_OK: the key's namespace, id and permissions."""
-        assert self._session.auth_ok is not None, "connect() completes the handshake"
-        return self._session.auth_ok
 
     @property
     def closed(self) -> bool:

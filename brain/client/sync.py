@@ -31,9 +31,10 @@ from types import TracebackType
 from typing import Final, Self
 
 from brain import __version__
+from brain.client.base import HandshakeInfo
 from brain.errors import BrainError, ConnectionClosed, RequestTimeout
 from brain.wire.client_session import STREAMING_OPCODES, ClientSession, Reply
-from brain.wire.messages.control import AuthOk, Ping, Pong, Welcome
+from brain.wire.messages.control import Ping, Pong
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
@@ -52,7 +53,7 @@ RECV_CHUNK: Final = 256 * 1024
 """Bytes asked of the socket per read: a few typical answers, without large idle buffers."""
 
 
-class Client:
+class Client(HandshakeInfo):
     """A blocking connection to a Brain server; make one with :meth:`connect`.
 
     Thread-safe: a lock serialises the I/O of concurrent callers, and answers
@@ -100,18 +101,6 @@ class Client:
         return client
 
     # --- inspection -------------------------------------------------------------------
-
-    @property
-    def welcome(self) -> Welcome:
-        """The server's WELCOME: its name, session id and limits."""
-        assert self._session.welcome is not None, "connect() completes the handshake"
-        return self._session.welcome
-
-    @property
-    def auth_ok(self) -> AuthOk:
-        """The server's AUTH_OK: the key's namespace, id and permissions."""
-        assert self._session.auth_ok is not None, "connect() completes the handshake"
-        return self._session.auth_ok
 
     @property
     def closed(self) -> bool:

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 import pytest
 
+from brain.server.spawn import spawn_server
 from tests.integration.rawwire import RawClient
-
-STARTUP_TIMEOUT_S: Final = 30.0
-_READY_LINE: Final = re.compile(
-    r"serving wire on (?P<host>[\d.]+):(?P<wire>\d+), public HTTP on [\d.]+:(?P<public>\d+), "
-    r"admin HTTP on [\d.]+:(?P<admin>\d+)"
-)
 
 
 @dataclass
@@ -68,38 +59,8 @@ class ServerProcess:
 
 def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     """Start `brain serve` on free ports and wait until it says where it listens."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "brain",
-        "serve",
-        "--data",
-        str(data_dir),
-        "--port",
-        "0",
-        "--public-port",
-        "0",
-        "--admin-port",
-        "0",
-        *extra,
-    ]
-    process = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    assert process.stdout is not None
-    output: list[str] = []
-    for line in process.stdout:
-        output.append(line)
-        match = _READY_LINE.search(line)
-        if match:
-            break
-    else:
-        process.wait(timeout=STARTUP_TIMEOUT_S)
-        raise AssertionError("server did not start:\n" + "".join(output))
+    spawned = spawn_server(data_dir, *extra, env=env)
+    process, output = spawned.process, spawned.output
 
     # Keep draining output so the child never blocks on a full pipe.
     def drain() -> None:
@@ -112,10 +73,10 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
     return ServerProcess(
         process,
         data_dir,
-        match["host"],
-        int(match["wire"]),
-        int(match["public"]),
-        int(match["admin"]),
+        spawned.host,
+        spawned.wire_port,
+        spawned.public_port,
+        spawned.admin_port,
         output,
         drainer,
     )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 from pathlib import Path
 
 from aiohttp import web
 
+from brain.cli.main import _build_parser
+from brain.engine.database import Database
 from brain.errors import registered_errors
 from brain.server.config import Config
 from brain.server.http import make_admin_app, make_public_app
@@ -68,6 +71,65 @@ def test_every_metric_is_documented() -> None:
     assert names
     for name in names:
         assert re.search(rf"`{name}(_total)?`", OPERATIONS), name
+
+
+_SAMPLE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")
+"""What prometheus_client appends to a family's name in its sample names."""
+
+
+def _exposed_families(exposition: str) -> dict[str, str]:
+    """Every metric family in a Prometheus text exposition, by the name the spec uses.
+
+    Counters are named with ``_total``, as Prometheus exposes them; the
+    ``<counter>_created`` gauges prometheus_client adds beside counters are not
+    families of their own. Every sample must belong to one of the families.
+    """
+    declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", exposition, re.MULTILINE))
+    bases = {name.removesuffix("_total"): kind for name, kind in declared.items()}
+    families: dict[str, str] = {}
+    for name, kind in declared.items():
+        created_of = name.removesuffix("_created")
+        if name != created_of and bases.get(created_of) in ("counter", "histogram"):
+            continue
+        base = name.removesuffix("_total") if kind == "counter" else name
+        families[f"{base}_total" if kind == "counter" else base] = kind
+    for sample in re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", exposition, re.MULTILINE):
+        stems = {sample} | {sample.removesuffix(s) for s in _SAMPLE_SUFFIXES}
+        assert stems & set(bases), f"sample {sample} belongs to no declared family"
+    return families
+
+
+def test_every_database_metric_is_documented(tmp_path: Path) -> None:
+    database = Database.open(tmp_path / "data")
+    try:
+        metrics = ServerMetrics()
+        metrics.attach_database(database)
+        exposition = metrics.render().decode("utf-8")
+    finally:
+        database.close()
+    families = _exposed_families(exposition)
+    assert "brain_wal_appends_total" in families and "brain_applied_lsn" in families
+    for name in families:
+        assert f"| `{name}` |" in OPERATIONS, name
+
+
+def _cli_commands(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
+    """Every leaf command under ``parser``, as typed: ``brain wal verify``."""
+    groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not groups:
+        return [prefix]
+    commands: list[str] = []
+    for group in groups:
+        for name, sub in group.choices.items():
+            commands += _cli_commands(sub, f"{prefix} {name}")
+    return commands
+
+
+def test_every_cli_command_is_documented() -> None:
+    commands = _cli_commands(_build_parser(), "brain")
+    assert "brain wal verify" in commands
+    for command in commands:
+        assert re.search(rf"^\| `{re.escape(command)}[ `]", OPERATIONS, re.MULTILINE), command
 
 
 def test_readme_starts_with_the_two_commands() -> None:
