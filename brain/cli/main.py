@@ -177,7 +177,14 @@ def _wal_truncate(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         print(f"brain wal truncate: no WAL at {directory}", file=sys.stderr)
         return EXIT_USAGE
-    dropped = truncate_at(directory, args.at)
+    if args.at < 1:
+        print("brain wal truncate: --at must be an LSN (1 or more)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        dropped = truncate_at(directory, args.at)
+    except ValueError as exc:
+        print(f"brain wal truncate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"dropped {dropped} records from LSN {args.at} on")
     return EXIT_OK
 

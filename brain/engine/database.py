@@ -25,7 +25,7 @@ import lmdb
 from brain.engine import budget, idempotency
 from brain.engine.clock import RecordClock
 from brain.engine.operations import READS, WRITES, plan_buffered, plan_commit, plan_single
-from brain.engine.plan import apply_changes, decode_plan
+from brain.engine.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
 from brain.engine.scope import Scope
 from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
@@ -282,6 +282,11 @@ def _apply_recovered(
                 for record in batch:
                     if record.lsn != lsn + 1:
                         raise StorageFault(f"WAL record {record.lsn} follows {lsn}")
+                    if record.kind != PLAN_RECORD_KIND:
+                        raise StorageFault(
+                            f"WAL record {record.lsn} has kind {record.kind}, which this "
+                            "build does not know; refusing to skip it"
+                        )
                     apply_changes(store, txn, decode_plan(record.payload).changes)
                     lsn, time_ns = record.lsn, max(time_ns, record.record_time)
                 put_progress(store, txn, lsn, time_ns)

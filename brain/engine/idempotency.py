@@ -16,7 +16,7 @@ from typing import Final
 import lmdb
 
 from brain.engine.plan import Change, Put
-from brain.engine.scope import Scope
+from brain.engine.scope import DEFAULT_SPACE, SCOPE_PREFIX_BYTES, Scope
 from brain.engine.store.env import Store
 from brain.errors import IdempotencyConflict
 from brain.wire import cbor
@@ -50,6 +50,8 @@ def request_digest(opcode: Opcode, request: Message) -> bytes:
     """
     wire = request.to_wire()
     wire.pop("txn_id", None)
+    # An absent space is the default space: both spellings are the same request.
+    wire.setdefault("space", DEFAULT_SPACE)
     body = cbor.encode(wire)
     return hashlib.sha256(int(opcode).to_bytes(2, "big") + body).digest()
 
@@ -80,28 +82,46 @@ def row_changes(
     row = cbor.encode({"hash": digest, "answer": answer, "recorded_at": recorded_at})
     return [
         Put(_TABLE, scope.key(request_id), row),
-        Put(_BY_TIME, recorded_at.to_bytes(8, "big") + scope.key(request_id), b""),
+        # scope ‖ recorded_at ‖ request_id: scoped like every key, time-ordered per scope.
+        Put(_BY_TIME, scope.key(recorded_at.to_bytes(8, "big"), request_id), b""),
     ]
 
 
+def _next_prefix(prefix: bytes) -> bytes | None:
+    """The smallest key above every key that starts with ``prefix``."""
+    value = int.from_bytes(prefix, "big") + 1
+    if value >> (8 * len(prefix)):
+        return None
+    return value.to_bytes(len(prefix), "big")
+
+
 def sweep(store: Store, older_than: int) -> int:
-    """Delete rows recorded before ``older_than``; return how many went."""
+    """Delete rows recorded before ``older_than``; return how many went.
+
+    Visits each scope's time-ordered range from its oldest row and stops at the
+    first young one, then skips to the next scope: the work is proportional to
+    the scopes plus the rows removed, not to the table.
+    """
     removed = 0
     by_time, table = store.table(_BY_TIME), store.table(_TABLE)
-    while True:
+    position: bytes | None = b""
+    while position is not None:
         with store.env.begin(write=True) as txn:
             cursor = txn.cursor(db=by_time)
             batch = 0
-            if cursor.first():
-                while batch < SWEEP_BATCH:
-                    key = bytes(cursor.key())
-                    if int.from_bytes(key[:8], "big") >= older_than:
-                        break
-                    txn.delete(key[8:], db=table)
-                    cursor.delete()
-                    batch += 1
-                    if not cursor.key():
-                        break
+            while position is not None and batch < SWEEP_BATCH:
+                if not cursor.set_range(position):
+                    position = None
+                    break
+                key = bytes(cursor.key())
+                prefix = key[:SCOPE_PREFIX_BYTES]
+                stamp = int.from_bytes(key[SCOPE_PREFIX_BYTES : SCOPE_PREFIX_BYTES + 8], "big")
+                if stamp >= older_than:
+                    position = _next_prefix(prefix)
+                    continue
+                txn.delete(prefix + key[SCOPE_PREFIX_BYTES + 8 :], db=table)
+                cursor.delete()
+                batch += 1
+                position = key
         removed += batch
-        if batch < SWEEP_BATCH:
-            return removed
+    return removed

@@ -18,7 +18,7 @@ from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
 from brain.engine.scope import Scope
 from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
-from brain.engine.writer import PlanContext, Replay
+from brain.engine.writer import Failed, PlanContext, Replay
 from brain.errors import BrainError
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
@@ -118,14 +118,25 @@ def plan_buffered(
     opcode: Opcode,
     request: Message,
 ) -> Replay:
-    """Plan a write against the state plus its transaction's buffer, then buffer it.
+    """Plan a write against the state plus its transaction's buffer; buffer it once final.
 
     Runs on the writer thread, so buffering and commits of one transaction are
-    ordered. Nothing is written: the nested transaction is aborted.
+    ordered. Nothing is written: the nested transaction is aborted. The write
+    joins the buffer only when its batch is final (``after``), so a batch
+    planned again after the map grew does not buffer it twice. A write whose
+    ``request_id`` is already buffered is a retry: it gets the same answer and
+    is not buffered again.
     """
     txn = registry.get(txn_id, namespace)
-    registry.check_room(txn)
-    cost = budget.check_write(opcode, request, already=txn.cost, budget=budget.TXN_BUDGET)
+    write = _as_write(request)
+    repeat = any(_as_write(w.request).request_id == write.request_id for w in txn.writes)
+    if not repeat:
+        registry.check_room(txn)
+    cost = (
+        0
+        if repeat
+        else budget.check_write(opcode, request, already=txn.cost, budget=budget.TXN_BUDGET)
+    )
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
         nested = PlanContext(ctx.store, child, 0, 0)
@@ -134,22 +145,38 @@ def plan_buffered(
         planned = plan_write(PlanContext(ctx.store, child, 0, 0, ids), namespace, opcode, request)
     finally:
         child.abort()
-    txn.writes.append(BufferedWrite(opcode, request, ids))
-    txn.cost += cost
-    return Replay(planned.answer if isinstance(planned, Replay) else planned[1])
+    answer = planned.answer if isinstance(planned, Replay) else planned[1]
+    if repeat:
+        return Replay(answer)
+
+    def buffer() -> None:
+        txn.writes.append(BufferedWrite(opcode, request, ids))
+        txn.cost += cost
+
+    return Replay(answer, after=buffer)
 
 
 def plan_commit(
     ctx: PlanContext, registry: TxnRegistry, namespace: str, request: TxnCommit
-) -> Plan:
-    """TXN_COMMIT: every buffered write again, in order, as one plan and one WAL record."""
-    txn = registry.take(request.txn_id, namespace)
+) -> Plan | Failed:
+    """TXN_COMMIT: every buffered write again, in order, as one plan and one WAL record.
+
+    The transaction leaves the registry when the batch is final, whether the
+    commit succeeded or failed (a failed commit applies nothing and ends it).
+    """
+    txn = registry.get(request.txn_id, namespace)
+
+    def end() -> None:
+        registry.discard(request.txn_id)
+
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
         nested = PlanContext(ctx.store, child, ctx.lsn, ctx.record_time)
         changes, answers = _replay_buffer(nested, namespace, txn.writes, ctx.lsn, ctx.record_time)
+    except BrainError as exc:
+        return Failed(exc, after=end)
     finally:
         child.abort()
     results = tuple(cbor.decode(answer) for answer in answers)
     committed = cbor.encode(TxnCommitted(lsn=ctx.lsn, results=results).to_wire())
-    return Plan(tuple(changes), (*answers, committed))
+    return Plan(tuple(changes), (*answers, committed), after=end)

@@ -9,8 +9,8 @@ recovery, so a replayed write lands byte for byte as the original did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 import lmdb
@@ -68,6 +68,8 @@ class Plan:
 
     changes: tuple[Change, ...]
     answers: tuple[bytes, ...]
+    after: Callable[[], None] | None = field(default=None, compare=False)
+    """Runs once the write is committed (never logged): in-memory side effects."""
 
 
 def encode_plan(plan: Plan) -> bytes:

@@ -70,6 +70,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_tree(root: Path) -> None:
     for path in sorted(root.rglob("*"), reverse=True):
         fd = os.open(path, os.O_RDONLY)
@@ -77,11 +85,7 @@ def _fsync_tree(root: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_dir(root)
 
 
 def copy_lmdb(env: lmdb.Environment, target: Path, txn: lmdb.Transaction) -> None:
@@ -120,6 +124,7 @@ def write_bundle(
         )
         _fsync_tree(tmp)
         os.replace(tmp, bundle)
+        _fsync_dir(bundle.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -207,6 +212,7 @@ def restore_snapshot(bundle: Path, data_dir: Path) -> SnapshotInfo:
         if data_dir.exists():
             data_dir.rmdir()
         os.replace(staging, data_dir)
+        _fsync_dir(data_dir.parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -9,8 +9,11 @@ its answer carries the ids the commit will use, with ``lsn`` and
 write again, in order, against the state at commit time, and logs them as one
 WAL record applied in one LMDB transaction: a crash before that record is
 durable leaves nothing, after it everything. The ids a write took when it was
-buffered are handed to it again at commit, so its answer names the same
-records. A transaction that expires, is aborted, fails at commit, or whose
+buffered are handed to it again at commit, so a write that creates a record
+creates the one its buffered answer named; the commit's results are the
+authoritative answers all the same (an ENCODE whose text was stored by
+another write in the meantime answers with that memory, deduplicated). A
+transaction that expires, is aborted, fails at commit, or whose
 connection closes is gone; its id then answers ``TXN_EXPIRED``.
 """
 
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from brain.errors import TxnExpired, TxnTooLarge
+from brain.errors import Overloaded, TxnExpired, TxnTooLarge
 from brain.ids import new_id
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
@@ -42,6 +45,9 @@ transaction, which should stay far below a second of work."""
 
 MAX_OPEN_TXNS: Final = 10_000
 """Transactions open at once across all connections; each holds its buffer in memory."""
+
+OPEN_TXNS_RETRY_MS: Final = 1000
+"""Suggested back-off when every transaction slot is taken."""
 
 DEFAULT_TXN_TIMEOUT_MS: Final = 30_000
 """A transaction nobody commits is dropped after 30 s unless TXN_BEGIN asks otherwise."""
@@ -109,7 +115,10 @@ class TxnRegistry:
         with self._lock:
             self._expire_locked()
             if len(self._open) >= MAX_OPEN_TXNS:
-                raise TxnTooLarge(f"{MAX_OPEN_TXNS} transactions are open; commit or abort some")
+                raise Overloaded(
+                    f"{MAX_OPEN_TXNS} transactions are open; retry after some end",
+                    retry_after_ms=OPEN_TXNS_RETRY_MS,
+                )
             txn_id = new_id()
             self._open[txn_id] = OpenTxn(txn_id, namespace, owner, self._clock() + timeout)
             return txn_id
@@ -137,11 +146,16 @@ class TxnRegistry:
             )
 
     def take(self, txn_id: bytes, namespace: str) -> OpenTxn:
-        """Remove and return the transaction (for commit or abort)."""
+        """Remove and return the transaction (for abort)."""
         with self._lock:
             txn = self._lookup_locked(txn_id, namespace)
             del self._open[txn_id]
             return txn
+
+    def discard(self, txn_id: bytes) -> None:
+        """Forget a transaction whose commit is final (absent is fine)."""
+        with self._lock:
+            self._open.pop(txn_id, None)
 
     def abort_owner(self, owner: bytes) -> int:
         """Drop every transaction of a closed connection; return how many."""

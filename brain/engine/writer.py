@@ -34,9 +34,9 @@ from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.transactions import IdSource
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
-from brain.errors import BrainError, Internal, Unavailable
+from brain.errors import BrainError, Internal, StorageFault, Unavailable
 
-__all__ = ["MAX_BATCH", "PlanContext", "Replay", "Writer"]
+__all__ = ["Failed", "MAX_BATCH", "Outcome", "PlanContext", "Replay", "Writer"]
 
 log = logging.getLogger("brain.engine")
 
@@ -71,12 +71,25 @@ class PlanContext:
 
 @dataclass(frozen=True, slots=True)
 class Replay:
-    """A planning result that needs no write: the stored answer of a repeated request."""
+    """A planning result that needs no write: the stored answer of a repeated request.
+
+    ``after`` (like :attr:`Plan.after`) runs once the batch is final.
+    """
 
     answer: bytes
+    after: Callable[[], None] | None = None
 
 
-PlanFn = Callable[[PlanContext], "Plan | Replay"]
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A planning result that refuses the write, with a side effect to run once final."""
+
+    error: BrainError
+    after: Callable[[], None] | None = None
+
+
+Outcome = Plan | Replay | Failed
+PlanFn = Callable[[PlanContext], Outcome]
 
 
 @dataclass(slots=True)
@@ -121,6 +134,8 @@ class Writer:
         self.batches = 0
         self.batched_jobs = 0
         self.last_batch_size = 0
+        self.records_appended = 0
+        self.storage_faults = 0
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0
         self._fault_before_commit: Callable[[], None] | None = None
@@ -165,7 +180,12 @@ class Writer:
 
     def _loop(self) -> None:
         while True:
-            first = self._queue.get()
+            try:
+                # Wake up now and then even when idle, so checkpoints and sweeps still run.
+                first = self._queue.get(timeout=CHECKPOINT_INTERVAL_S)
+            except queue.Empty:
+                self._maybe_checkpoint()
+                continue
             if first is _STOP:
                 break
             batch = [first]
@@ -216,30 +236,39 @@ class Writer:
             f"the server is read-only after a storage fault: {self.read_only_reason}"
         )
 
+    def _fail_all(self, jobs: list[_Job], error: BrainError) -> None:
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(error)
+
     def _run(self, jobs: list[_Job]) -> None:
         if self.read_only:
-            for job in jobs:
-                job.future.set_exception(self._read_only_error())
+            self._fail_all(jobs, self._read_only_error())
             return
+        # Planning is free of side effects (they wait in ``after``), so after
+        # MDB_MAP_FULL the whole batch can be planned again on a bigger map.
         for _ in range(MAX_GROW_ATTEMPTS):
             txn = self._store.write()
             try:
-                results, records, plans = self._plan(txn, jobs)
+                results, records, plans, afters = self._plan(txn, jobs)
             except lmdb.MapFullError:
                 txn.abort()
-                self._store.grow()
+                try:
+                    self._store.grow()
+                except Unavailable as exc:
+                    self._fail_all(jobs, exc)
+                    return
                 continue
             except BaseException:
                 txn.abort()
                 raise
             break
         else:
-            for job in jobs:
-                job.future.set_exception(Unavailable("the store cannot grow any further"))
+            self._fail_all(jobs, Unavailable("the store's map could not grow enough for a batch"))
             return
         if not records:
             txn.abort()
-            self._answer(jobs, results)
+            self._finish(jobs, results, afters)
             return
         try:
             self._wal.append(records)
@@ -247,21 +276,18 @@ class Writer:
         except WalSyncFailed as exc:
             txn.abort()
             self._enter_read_only(f"WAL write failed: {exc}")
-            for job in jobs:
-                job.future.set_exception(self._read_only_error())
+            self._fail_all(jobs, self._read_only_error())
             return
+        self.records_appended += len(records)
         last = records[-1]
         try:
             if self._fault_before_commit is not None:
                 self._fault_before_commit()
-            put_progress(self._store, txn, last.lsn, last.record_time)
-            txn.commit()
+            self._commit(txn, plans, last)
         except lmdb.Error as exc:
             # The batch is durable in the WAL; a restart replays it. Until then, no writes.
-            txn.abort()
             self._enter_read_only(f"LMDB commit failed after the WAL sync: {exc}")
-            for job in jobs:
-                job.future.set_exception(self._read_only_error())
+            self._fail_all(jobs, self._read_only_error())
             return
         self.applied_lsn = last.lsn
         self.batches += 1
@@ -273,14 +299,43 @@ class Writer:
                 self._on_applied(plans)
             except Exception:
                 log.exception("updating derived indexes failed")
-        self._answer(jobs, results)
+        self._finish(jobs, results, afters)
+
+    def _commit(
+        self, txn: lmdb.Transaction, plans: list[tuple[int, Plan]], last: WalRecord
+    ) -> None:
+        """Record progress and commit; on MDB_MAP_FULL, grow and apply the batch again."""
+        try:
+            put_progress(self._store, txn, last.lsn, last.record_time)
+            txn.commit()
+            return
+        except lmdb.MapFullError:
+            txn.abort()
+        for _ in range(MAX_GROW_ATTEMPTS):
+            self._store.grow()
+            retry = self._store.write()
+            try:
+                for _, plan in plans:
+                    apply_changes(self._store, retry, plan.changes)
+                put_progress(self._store, retry, last.lsn, last.record_time)
+                retry.commit()
+                return
+            except lmdb.MapFullError:
+                retry.abort()
+        raise lmdb.MapFullError("the map could not grow enough for a logged batch")
 
     def _plan(
         self, txn: lmdb.Transaction, jobs: list[_Job]
-    ) -> tuple[list[bytes | BrainError], list[WalRecord], list[tuple[int, Plan]]]:
+    ) -> tuple[
+        list[bytes | BrainError],
+        list[WalRecord],
+        list[tuple[int, Plan]],
+        list[Callable[[], None]],
+    ]:
         results: list[bytes | BrainError] = []
         records: list[WalRecord] = []
         plans: list[tuple[int, Plan]] = []
+        afters: list[Callable[[], None]] = []
         next_lsn = self._wal.next_lsn
         for job in jobs:
             record_time = self._clock.tick()
@@ -290,6 +345,11 @@ class Writer:
             except BrainError as exc:
                 results.append(exc)
                 continue
+            if outcome.after is not None:
+                afters.append(outcome.after)
+            if isinstance(outcome, Failed):
+                results.append(outcome.error)
+                continue
             if isinstance(outcome, Replay):
                 results.append(outcome.answer)
                 continue
@@ -298,10 +358,15 @@ class Writer:
             plans.append((next_lsn, outcome))
             results.append(outcome.answers[-1] if outcome.answers else b"")
             next_lsn += 1
-        return results, records, plans
+        return results, records, plans, afters
 
     @staticmethod
-    def _answer(jobs: list[_Job], results: list[bytes | BrainError]) -> None:
+    def _finish(
+        jobs: list[_Job], results: list[bytes | BrainError], afters: list[Callable[[], None]]
+    ) -> None:
+        """The batch is final: run the deferred side effects, then answer."""
+        for after in afters:
+            after()
         for job, result in zip(jobs, results, strict=True):
             if isinstance(result, BrainError):
                 job.future.set_exception(result)
@@ -311,10 +376,13 @@ class Writer:
     def _enter_read_only(self, reason: str) -> None:
         log.error("turning read-only: %s", reason)
         self.read_only_reason = reason
+        self.storage_faults += 1
 
     # --- checkpoints ----------------------------------------------------------------------
 
     def _maybe_checkpoint(self) -> None:
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            return  # only the writer thread checkpoints while it runs
         due = (
             self._records_since_checkpoint >= CHECKPOINT_RECORDS
             or time.monotonic() - self._last_checkpoint >= CHECKPOINT_INTERVAL_S
@@ -332,6 +400,11 @@ class Writer:
             return
         try:
             self._checkpoint_locked()
+        except WalSyncFailed as exc:
+            self._enter_read_only(f"WAL checkpoint failed: {exc}")
+        except StorageFault as exc:
+            # A segment that cannot be deleted now is retried at the next checkpoint.
+            log.warning("checkpoint incomplete: %s", exc)
         finally:
             self._checkpoint_lock.release()
 

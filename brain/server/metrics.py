@@ -99,7 +99,17 @@ class _DatabaseCollector(Collector):
         db = self._db
         writer, wal = db.writer, db.wal
         yield CounterMetricFamily(
-            "brain_wal_appends", "WAL records appended.", value=max(0, wal.next_lsn - 1)
+            "brain_wal_appends",
+            "WAL records appended by this process.",
+            value=writer.records_appended,
+        )
+        yield GaugeMetricFamily(
+            "brain_wal_last_lsn", "LSN of the last WAL record.", value=wal.last_lsn
+        )
+        yield CounterMetricFamily(
+            "brain_storage_faults",
+            "Storage faults (failed fsync or commit) that turned the server read-only.",
+            value=writer.storage_faults,
         )
         yield CounterMetricFamily(
             "brain_wal_fsyncs", "WAL fsyncs (one per group commit).", value=wal.sync_count

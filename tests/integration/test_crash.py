@@ -1,4 +1,4 @@
-"""Crash safety of a real server process (DURABILITY.md §6, tests 2, 3 and 5).
+"""Crash safety of a real server process (DURABILITY.md §6, tests 2, 3, 5 and 6).
 
 ``BRAIN_KILL_ROUNDS`` sets how many ``kill -9`` rounds the load test runs
 (default 50, the CI figure; the chaos run uses thousands).

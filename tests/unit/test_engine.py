@@ -115,8 +115,6 @@ def test_every_key_starts_with_its_scope(tmp_path: Path) -> None:
             with env.begin() as txn:
                 for key, _ in txn.cursor(db=env.open_db(name, txn=txn, create=False)):
                     raw = bytes(key)
-                    if name == b"idempotency_by_time":
-                        raw = raw[8:]  # recorded_at first, for the sweep's time order
                     assert raw[:32] in prefixes, (name, raw.hex())
     finally:
         env.close()
@@ -273,3 +271,24 @@ def test_isolation_property(
                 } - {(ns, space)}:
                     with pytest.raises(NotFound):
                         get(db, memory_id, ns=other_ns, space=other_space)
+
+
+def test_sweep_visits_every_scope(tmp_path: Path) -> None:
+    with brain.open(tmp_path / "d") as db:
+        for ns in ("a", "b", "c"):
+            encode(db, 1, "old", ns=ns)
+        cutoff = encode(db, 2, "new", ns="b").recorded_at
+        for ns in ("a", "c"):
+            encode(db, 3, "newer", ns=ns)
+        assert sweep(db._store, older_than=cutoff) == 3
+        assert sweep(db._store, older_than=cutoff) == 0
+        with pytest.raises(IdempotencyConflict):
+            encode(db, 2, "changed", ns="b")  # young rows stay
+
+
+def test_absent_space_and_default_space_are_the_same_request(db: Database) -> None:
+    implicit = db.submit("default", Opcode.ENCODE, Encode(request_id=rid(1), text="t")).result()
+    explicit = db.submit(
+        "default", Opcode.ENCODE, Encode(request_id=rid(1), text="t", space="default")
+    ).result()
+    assert implicit == explicit

@@ -181,3 +181,27 @@ def test_transaction_over_budget(db: Database, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(OverBudget):
         buffered(db, txn, 3, "does not fit")
     assert len(commit(db, txn).results) == 3
+
+
+def test_a_retried_buffered_write_is_buffered_once(db: Database) -> None:
+    txn = begin(db)
+    first = buffered(db, txn, 1, "once")
+    assert buffered(db, txn, 1, "once") == first
+    with pytest.raises(IdempotencyConflict):
+        buffered(db, txn, 1, "changed")
+    assert len(commit(db, txn).results) == 1
+
+
+def test_commit_that_needs_a_bigger_map(tmp_path: Path) -> None:
+    options = DatabaseOptions(map_size=256 * 1024)
+    with Database.open(tmp_path / "d", options) as db:
+        txn = begin(db)
+        written = [buffered(db, txn, n, f"{n}" + "y" * 30_000) for n in range(12)]
+        done = commit(db, txn)
+        assert [EncodeOk.from_wire(r).memory_id for r in done.results] == [
+            w.memory_id for w in written
+        ]
+        assert all(exists(db, w.memory_id) for w in written)
+        assert db.store_usage()[0] > 256 * 1024
+        with pytest.raises(TxnExpired):
+            commit(db, txn)

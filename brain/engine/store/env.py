@@ -45,7 +45,7 @@ MAX_READERS: Final = 256
 TABLES: Final = (
     b"meta",  # applied_lsn, record clock, format version
     b"idempotency",  # scope ‖ request_id -> request hash, answer, recorded_at
-    b"idempotency_by_time",  # recorded_at ‖ scope ‖ request_id -> b"" (for the sweep)
+    b"idempotency_by_time",  # scope ‖ recorded_at ‖ request_id -> b"" (for the sweep)
     b"memories",  # scope ‖ memory_id -> memory row
     b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
 )

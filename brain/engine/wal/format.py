@@ -4,7 +4,7 @@ No I/O here: every function takes bytes and returns values, so the rules for
 what is a torn tail and what is corruption live in one place and are shared by
 :class:`~brain.engine.wal.log.WriteAheadLog` (which repairs a torn tail) and
 :func:`~brain.engine.wal.tools.verify` (which only reports it). All integers
-are big-endian. ``spec/05-wal-format.md`` draws the layout byte by byte.
+are big-endian. ``spec/05-durability.md §3`` draws the layout byte by byte.
 """
 
 from __future__ import annotations
