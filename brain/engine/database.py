@@ -24,7 +24,14 @@ import lmdb
 
 from brain.engine import budget, idempotency
 from brain.engine.clock import RecordClock
-from brain.engine.operations import READS, WRITES, plan_buffered, plan_commit, plan_single
+from brain.engine.operations import (
+    READS,
+    WRITES,
+    plan_buffered,
+    plan_commit,
+    plan_single,
+    read_in_txn,
+)
 from brain.engine.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
 from brain.engine.scope import Scope
 from brain.engine.snapshot import SnapshotInfo, write_bundle
@@ -185,6 +192,16 @@ class Database:
         handler = READS.get(opcode)
         if handler is None:
             raise Unavailable(f"{opcode.name} is not available in this build")
+        txn_id: bytes | None = getattr(request, "txn_id", None)
+        if txn_id is not None:
+            # Through the writer: the buffered writes are replayed in a nested
+            # transaction of its batch, so the read sees them (and nothing leaks).
+            future = self._writer.submit(
+                lambda ctx: read_in_txn(
+                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
+                )
+            )
+            return response_class(opcode).from_wire(cbor.decode(future.result()))
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
         with self._store.read() as txn:

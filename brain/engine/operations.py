@@ -30,6 +30,7 @@ __all__ = [
     "WRITES",
     "plan_buffered",
     "plan_commit",
+    "read_in_txn",
     "plan_write",
 ]
 
@@ -154,6 +155,28 @@ def plan_buffered(
         txn.cost += cost
 
     return Replay(answer, after=buffer)
+
+
+def read_in_txn(
+    ctx: PlanContext,
+    registry: TxnRegistry,
+    namespace: str,
+    *,
+    txn_id: bytes,
+    opcode: Opcode,
+    request: Message,
+) -> Replay:
+    """A read that sees its transaction's buffered writes: they are replayed in a
+    nested LMDB transaction, the read runs against it, and it is thrown away."""
+    txn = registry.get(txn_id, namespace)
+    scope = Scope.of(namespace, getattr(request, "space", None))
+    child = ctx.store.env.begin(write=True, parent=ctx.txn)
+    try:
+        _replay_buffer(PlanContext(ctx.store, child, 0, 0), namespace, txn.writes, 0, 0)
+        answer = READS[opcode](ctx.store, child, scope, request)
+    finally:
+        child.abort()
+    return Replay(cbor.encode(answer.to_wire()))
 
 
 def plan_commit(

@@ -135,3 +135,16 @@ def test_every_cli_command_is_documented() -> None:
 def test_readme_starts_with_the_two_commands() -> None:
     first_block = README.split("```")[1]
     assert "make serve" in first_block and "make test" in first_block
+
+
+def test_opcode_table_lists_every_key_of_every_message() -> None:
+    from brain.wire.registry import MESSAGES
+    from brain.wire.schema import Message, describe_message
+
+    def keys(cls: type[Message]) -> str:
+        parts = [f["key"] if f["required"] else f"{f['key']}?" for f in describe_message(cls)]
+        return "{" + ", ".join(str(p) for p in parts) + "}"
+
+    for op, (request, response) in MESSAGES.items():
+        row = f"| `{request.__name__}` {keys(request)} | `{response.__name__}` {keys(response)} |"
+        assert row in WIRE, f"spec/01-wire.md's row for {op.name} is stale: {row}"

@@ -205,3 +205,14 @@ def test_commit_that_needs_a_bigger_map(tmp_path: Path) -> None:
         assert db.store_usage()[0] > 256 * 1024
         with pytest.raises(TxnExpired):
             commit(db, txn)
+
+
+def test_reads_inside_a_transaction_see_its_writes(db: Database) -> None:
+    txn = begin(db)
+    pending = buffered(db, txn, 1, "only in the transaction")
+    inside = db.execute(NS, Opcode.MEMORY_GET, MemoryGet(id=pending.memory_id, txn_id=txn))
+    assert isinstance(inside, MemoryGetOk) and inside.memory.text == "only in the transaction"
+    assert not exists(db, pending.memory_id)  # outside, nothing yet
+    db.execute(NS, Opcode.TXN_ABORT, TxnAbort(txn_id=txn))
+    with pytest.raises(TxnExpired):
+        db.execute(NS, Opcode.MEMORY_GET, MemoryGet(id=pending.memory_id, txn_id=txn))

@@ -69,9 +69,15 @@ class TxnWriteRequest(WriteRequest):
 
 @wire_message
 class ByIdRequest(ScopedRequest):
-    """A read of one record by ``id``."""
+    """A read of one record by ``id``.
+
+    ``txn_id`` (an addition to WIRE.md §8, which says reads inside a transaction
+    see its own writes but gives reads no way to name one) reads the state as
+    the transaction's buffered writes would leave it.
+    """
 
     id: Id
+    txn_id: Id | None = None
 
 
 @wire_message
