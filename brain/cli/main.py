@@ -150,12 +150,20 @@ def _keys_create(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _wal_directory(args: argparse.Namespace) -> Path | None:
+    """The data directory's WAL, or None (after saying so) when there is none."""
+    directory = _config(args).data_path / "wal"
+    if not directory.is_dir():
+        print(f"brain wal {args.wal_command}: no WAL at {directory}", file=sys.stderr)
+        return None
+    return directory
+
+
 def _wal_verify(args: argparse.Namespace) -> int:
     from brain.engine.wal import verify
 
-    directory = _config(args).data_path / "wal"
-    if not directory.is_dir():
-        print(f"brain wal verify: no WAL at {directory}", file=sys.stderr)
+    directory = _wal_directory(args)
+    if directory is None:
         return EXIT_USAGE
     report = verify(directory)
     if report.corruption is not None:
@@ -173,9 +181,8 @@ def _wal_verify(args: argparse.Namespace) -> int:
 def _wal_truncate(args: argparse.Namespace) -> int:
     from brain.engine.wal import truncate_at
 
-    directory = _config(args).data_path / "wal"
-    if not directory.is_dir():
-        print(f"brain wal truncate: no WAL at {directory}", file=sys.stderr)
+    directory = _wal_directory(args)
+    if directory is None:
         return EXIT_USAGE
     if args.at < 1:
         print("brain wal truncate: --at must be an LSN (1 or more)", file=sys.stderr)

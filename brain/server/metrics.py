@@ -98,47 +98,33 @@ class _DatabaseCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         db = self._db
         writer, wal = db.writer, db.wal
-        yield CounterMetricFamily(
-            "brain_wal_appends",
-            "WAL records appended by this process.",
-            value=writer.records_appended,
-        )
-        yield GaugeMetricFamily(
-            "brain_wal_last_lsn", "LSN of the last WAL record.", value=wal.last_lsn
-        )
-        yield CounterMetricFamily(
-            "brain_storage_faults",
-            "Storage faults (failed fsync or commit) that turned the server read-only.",
-            value=writer.storage_faults,
-        )
-        yield CounterMetricFamily(
-            "brain_wal_fsyncs", "WAL fsyncs (one per group commit).", value=wal.sync_count
-        )
-        yield CounterMetricFamily(
-            "brain_wal_bytes", "Bytes written to the WAL by this process.", value=wal.bytes_written
-        )
-        yield CounterMetricFamily(
-            "brain_group_commits", "Write batches committed.", value=writer.batches
-        )
-        yield CounterMetricFamily(
-            "brain_group_commit_jobs", "Writes committed in batches.", value=writer.batched_jobs
-        )
-        yield GaugeMetricFamily(
-            "brain_group_commit_last_size",
-            "Writes in the last batch.",
-            value=writer.last_batch_size,
-        )
-        yield GaugeMetricFamily(
-            "brain_applied_lsn", "Last LSN applied to the store.", value=writer.applied_lsn
-        )
-        yield GaugeMetricFamily(
-            "brain_durable_lsn", "Last LSN made durable in the store.", value=writer.durable_lsn
-        )
-        yield GaugeMetricFamily(
-            "brain_read_only",
-            "1 while writes are refused after a storage fault.",
-            value=1 if writer.read_only else 0,
-        )
         map_size, used = db.store_usage()
-        yield GaugeMetricFamily("brain_lmdb_map_bytes", "LMDB map size.", value=map_size)
-        yield GaugeMetricFamily("brain_lmdb_used_bytes", "LMDB bytes in use.", value=used)
+        counters = (
+            ("brain_wal_appends", "WAL records appended by this process.", writer.records_appended),
+            ("brain_wal_fsyncs", "WAL fsyncs (one per group commit).", wal.sync_count),
+            ("brain_wal_bytes", "Bytes written to the WAL by this process.", wal.bytes_written),
+            ("brain_group_commits", "Write batches committed.", writer.batches),
+            ("brain_group_commit_jobs", "Writes committed in batches.", writer.batched_jobs),
+            (
+                "brain_storage_faults",
+                "Storage faults (failed fsync or commit) that turned the server read-only.",
+                writer.storage_faults,
+            ),
+        )
+        gauges = (
+            ("brain_wal_last_lsn", "LSN of the last WAL record.", wal.last_lsn),
+            ("brain_group_commit_last_size", "Writes in the last batch.", writer.last_batch_size),
+            ("brain_applied_lsn", "Last LSN applied to the store.", writer.applied_lsn),
+            ("brain_durable_lsn", "Last LSN made durable in the store.", writer.durable_lsn),
+            (
+                "brain_read_only",
+                "1 while writes are refused after a storage fault.",
+                1 if writer.read_only else 0,
+            ),
+            ("brain_lmdb_map_bytes", "LMDB map size.", map_size),
+            ("brain_lmdb_used_bytes", "LMDB bytes in use.", used),
+        )
+        for name, text, value in counters:
+            yield CounterMetricFamily(name, text, value=value)
+        for name, text, value in gauges:
+            yield GaugeMetricFamily(name, text, value=value)
