@@ -71,6 +71,15 @@ _TXN_WRITES = {
 }
 """Writes whose WIRE.md §8 payload lists ``txn_id?``."""
 
+_TXN_READS = {
+    Opcode.MEMORY_GET,
+    Opcode.ENTITY_GET,
+    Opcode.STATEMENT_GET,
+    Opcode.STATEMENT_HISTORY,
+    Opcode.RELATION_GET,
+}
+"""Reads by id, which take ``txn_id?`` to see a transaction's writes (spec/01-wire.md §6)."""
+
 
 @pytest.mark.parametrize("opcode", sorted(set(Opcode) - CONTROL_OPCODES), ids=lambda o: o.name)
 def test_common_request_fields(opcode: Opcode) -> None:
@@ -81,7 +90,7 @@ def test_common_request_fields(opcode: Opcode) -> None:
         assert keys.get("request_id") is True
     else:
         assert "request_id" not in keys
-    if opcode in _TXN_WRITES:
+    if opcode in _TXN_WRITES or opcode in _TXN_READS:
         assert keys.get("txn_id") is False
     elif opcode not in (Opcode.TXN_COMMIT, Opcode.TXN_ABORT):
         assert "txn_id" not in keys
