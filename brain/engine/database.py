@@ -33,6 +33,7 @@ from brain.engine.operations import (
     read_in_txn,
 )
 from brain.engine.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
+from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
@@ -205,7 +206,7 @@ class Database:
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
         with self._store.read() as txn:
-            return handler(self._store, txn, scope, request)
+            return handler(ReadContext(self._store, txn, self._writer.clock.now()), scope, request)
 
     def execute(
         self, namespace: str, opcode: Opcode, request: Message, *, owner: bytes = b""

@@ -13,6 +13,7 @@ from typing import Final
 import lmdb
 
 from brain.engine.plan import Change, Put
+from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
@@ -46,11 +47,9 @@ def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: byt
     return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
 
 
-def read_memory_get(
-    store: Store, txn: lmdb.Transaction, scope: Scope, request: MemoryGet
-) -> MemoryGetOk:
+def read_memory_get(ctx: ReadContext, scope: Scope, request: MemoryGet) -> MemoryGetOk:
     """MEMORY_GET."""
-    return MemoryGetOk(memory=get_memory(store, txn, scope, request.id))
+    return MemoryGetOk(memory=get_memory(ctx.store, ctx.txn, scope, request.id))
 
 
 def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[Change], EncodeOk]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from brain.engine import budget, idempotency
+from brain.engine import budget, idempotency, statements
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
+from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
 from brain.engine.writer import Failed, PlanContext, Replay
@@ -42,16 +43,23 @@ class WriteRequest(Protocol):
     space: str | None
 
 
-# Each planner takes (context, scope, request) and each reader (store, txn, scope,
-# request) for its own request class, so the request parameter is loose here.
+# Each planner takes (PlanContext, scope, request) and each reader (ReadContext,
+# scope, request) for its own request class, so the request parameter is loose here.
 WritePlanner = Callable[..., tuple[list[Change], Message]]
 ReadHandler = Callable[..., Message]
 
 WRITES: Final[dict[Opcode, WritePlanner]] = {
     Opcode.ENCODE: plan_encode,
+    Opcode.STATEMENT_CREATE: statements.plan_create,
+    Opcode.STATEMENT_SUPERSEDE: statements.plan_supersede,
+    Opcode.STATEMENT_TOMBSTONE: statements.plan_tombstone,
+    Opcode.STATEMENT_RETRACT: statements.plan_retract,
 }
 READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.MEMORY_GET: read_memory_get,
+    Opcode.STATEMENT_GET: statements.read_get,
+    Opcode.STATEMENT_HISTORY: statements.read_history,
+    Opcode.STATEMENT_LIST: statements.read_list,
 }
 
 
@@ -173,7 +181,7 @@ def read_in_txn(
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
         _replay_buffer(PlanContext(ctx.store, child, 0, 0), namespace, txn.writes, 0, 0)
-        answer = READS[opcode](ctx.store, child, scope, request)
+        answer = READS[opcode](ReadContext(ctx.store, child, ctx.record_time), scope, request)
     finally:
         child.abort()
     return Replay(cbor.encode(answer.to_wire()))

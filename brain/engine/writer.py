@@ -143,6 +143,11 @@ class Writer:
         self._checkpoint_lock = threading.Lock()
 
     @property
+    def clock(self) -> RecordClock:
+        """The record clock writes are stamped with."""
+        return self._clock
+
+    @property
     def read_only(self) -> bool:
         """True after a storage fault: writes answer UNAVAILABLE until a restart."""
         return self.read_only_reason is not None

@@ -57,7 +57,7 @@ def test_health_ready_metrics(server: ServerProcess) -> None:
     status, body, headers = _public(server, "/metrics")
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     text = body.decode()
-    assert 'brain_requests_total{opcode="STATEMENT_GET",outcome="UNAVAILABLE"} 1.0' in text
+    assert 'brain_requests_total{opcode="STATEMENT_GET",outcome="NOT_FOUND"} 1.0' in text
     assert 'brain_requests_total{opcode="AUTH",outcome="ok"} 1.0' in text
     assert "brain_request_duration_seconds_bucket" in text
     assert "brain_connections_open 1.0" in text

@@ -48,6 +48,14 @@ TABLES: Final = (
     b"idempotency_by_time",  # scope ‖ recorded_at ‖ request_id -> b"" (for the sweep)
     b"memories",  # scope ‖ memory_id -> memory row
     b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
+    b"entities",  # scope ‖ entity_id -> entity row
+    b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
+    b"statements",  # scope ‖ statement_id -> content row (a husk once retracted)
+    b"statement_state",  # scope ‖ statement_id -> later stamps (superseded, tombstoned, closed)
+    b"statement_by_subject",  # scope ‖ subject ‖ predicate hash ‖ recorded_at ‖ id -> b""
+    b"statement_by_time",  # scope ‖ recorded_at ‖ id -> b""
+    b"statement_current",  # scope ‖ subject ‖ predicate hash ‖ id -> b""
+    b"statement_chain",  # scope ‖ chain_root ‖ version -> id
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
 

@@ -1,0 +1,489 @@
+"""Statements: claims on two time axes, corrected by supersession, never edited.
+
+Storage, every key scope-prefixed:
+
+- ``statements``: ``id`` → the content row, written once (a retraction
+  replaces it with a husk: ids, chain links and record times only);
+- ``statement_state``: ``id`` → what happened to it later, each a stamp with
+  its record time: ``superseded_by``, ``record_invalidated_at``,
+  ``tombstoned_at`` and ``tombstone_reason``, and the validity close a
+  supersession makes (``closed_valid_to`` learned at ``closed_at``);
+- ``statement_by_subject``: ``subject key ‖ predicate hash ‖ recorded_at ‖ id``;
+- ``statement_by_time``: ``recorded_at ‖ id`` (LIST order and paging);
+- ``statement_current``: ``subject key ‖ predicate hash ‖ id`` for the
+  statements neither superseded nor tombstoned;
+- ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY).
+
+A supersession never rewrites the old statement's validity: it stamps the
+close and when it was learned, and every answer shows the validity believed
+at the query's ``as_of`` (SEMANTICS.md §3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import lmdb
+
+from brain.engine.entities import SUBJECT_KEY_BYTES, ref_of_key, resolve_for_read, resolve_for_write
+from brain.engine.filters import Filters, RowTimes, judge, validity_at
+from brain.engine.plan import Change, Delete, Put
+from brain.engine.reads import ReadContext
+from brain.engine.scope import Scope
+from brain.engine.store.env import Store
+from brain.engine.writer import PlanContext
+from brain.errors import AsOfInFuture, Conflict, InvalidArgument, NotFound
+from brain.wire import cbor
+from brain.wire.messages.records import Statement
+from brain.wire.messages.statement_ops import (
+    StatementCreate,
+    StatementCreateOk,
+    StatementDraft,
+    StatementGet,
+    StatementGetOk,
+    StatementHistory,
+    StatementHistoryOk,
+    StatementList,
+    StatementListOk,
+    StatementRetract,
+    StatementRetracted,
+    StatementSupersede,
+    StatementSupersedeOk,
+    StatementTombstone,
+    StatementTombstoned,
+)
+from brain.wire.messages.values import EntityValue, MemoryValue, StatementValue
+
+__all__ = [
+    "plan_create",
+    "plan_retract",
+    "plan_supersede",
+    "plan_tombstone",
+    "read_get",
+    "read_history",
+    "read_list",
+]
+
+STATEMENTS: Final = b"statements"
+STATE: Final = b"statement_state"
+BY_SUBJECT: Final = b"statement_by_subject"
+BY_TIME: Final = b"statement_by_time"
+CURRENT: Final = b"statement_current"
+CHAIN: Final = b"statement_chain"
+MEMORIES: Final = b"memories"
+ENTITIES: Final = b"entities"
+
+DEFAULT_LIST_LIMIT: Final = 100
+"""Page size when STATEMENT_LIST names none (WIRE.md §8)."""
+
+_PREDICATE_HASH_BYTES: Final = 8
+"""Predicates are up to 1024 characters; index keys carry a hash, rows the text."""
+
+
+def _predicate_hash(predicate: str) -> bytes:
+    return hashlib.sha256(predicate.encode("utf-8")).digest()[:_PREDICATE_HASH_BYTES]
+
+
+def _u64(value: int) -> bytes:
+    return value.to_bytes(8, "big")
+
+
+def _load(
+    store: Store, txn: lmdb.Transaction, table: bytes, key: bytes
+) -> dict[str, object] | None:
+    raw = txn.get(key, db=store.table(table))
+    if raw is None:
+        return None
+    row = cbor.decode(bytes(raw))
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    id: bytes
+    content: dict[str, object]
+    state: dict[str, object]
+
+    @property
+    def retracted(self) -> bool:
+        return self.state.get("tombstone_reason") == "retracted"
+
+    @property
+    def current(self) -> bool:
+        return "superseded_by" not in self.state and "tombstoned_at" not in self.state
+
+    def int_field(self, name: str) -> int | None:
+        value = self.content.get(name)
+        return value if isinstance(value, int) else None
+
+    def times(self) -> RowTimes:
+        state = self.state
+        confidence = self.content.get("confidence")
+        return RowTimes(
+            kind=str(self.content["kind"]) if "kind" in self.content else None,
+            predicate=str(self.content["predicate"]) if "predicate" in self.content else None,
+            confidence=float(confidence) if isinstance(confidence, int | float) else None,
+            recorded_at=int(str(self.content["recorded_at"])),
+            valid_from=self.int_field("valid_from"),
+            valid_to=self.int_field("valid_to"),
+            event_at=self.int_field("event_at"),
+            closed_valid_to=_opt_int(state.get("closed_valid_to")),
+            closed_at=_opt_int(state.get("closed_at")),
+            record_invalidated_at=_opt_int(state.get("record_invalidated_at")),
+            tombstoned_at=_opt_int(state.get("tombstoned_at")),
+            superseded="superseded_by" in state,
+            retracted=self.retracted,
+        )
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _get(
+    store: Store, txn: lmdb.Transaction, scope: Scope, statement_id: bytes, field: str
+) -> _Loaded:
+    content = _load(store, txn, STATEMENTS, scope.key(statement_id))
+    if (
+        content is None
+        or content.get("namespace") != scope.namespace
+        or content.get("space") != scope.space
+    ):
+        raise NotFound(f"no statement {statement_id.hex()} in space {scope.space!r}", field=field)
+    state = _load(store, txn, STATE, scope.key(statement_id)) or {}
+    return _Loaded(statement_id, content, state)
+
+
+def _to_message(loaded: _Loaded, scope: Scope, believed_at: int | None) -> Statement:
+    """The statement as an answer shows it, with the validity believed at ``believed_at``."""
+    c, s = loaded.content, loaded.state
+    wire: dict[str, object] = {
+        "id": loaded.id,
+        "space": scope.space,
+        "recorded_at": c["recorded_at"],
+        "version": c["version"],
+        "chain_root": c["chain_root"],
+    }
+    for key in ("supersedes",):
+        if key in c:
+            wire[key] = c[key]
+    for key in ("superseded_by", "record_invalidated_at", "tombstoned_at", "tombstone_reason"):
+        if key in s:
+            wire[key] = s[key]
+    if loaded.retracted:
+        return Statement.from_wire(wire)
+    for key in ("kind", "predicate", "object", "confidence", "evidence", "source", "event_at"):
+        if key in c:
+            wire[key] = c[key]
+    subject = c["subject"]
+    assert isinstance(subject, bytes)
+    wire["subject"] = ref_of_key(subject).to_wire()
+    start, end = validity_at(loaded.times(), believed_at)
+    if start is not None:
+        wire["valid_from"] = start
+    if end is not None:
+        wire["valid_to"] = end
+    return Statement.from_wire(wire)
+
+
+# --- writes -------------------------------------------------------------------------------
+
+
+def _check_references(ctx: PlanContext, scope: Scope, draft: StatementDraft, prefix: str) -> None:
+    store, txn = ctx.store, ctx.txn
+    target = draft.object_
+    checks = (
+        (EntityValue, ENTITIES, "entity"),
+        (MemoryValue, MEMORIES, "memory"),
+        (StatementValue, STATEMENTS, "statement"),
+    )
+    for cls, table, attr in checks:
+        if isinstance(target, cls):
+            rid = getattr(target, attr)
+            if txn.get(scope.key(rid), db=store.table(table)) is None:
+                raise NotFound(
+                    f"no {attr} {rid.hex()} in this space", field=f"{prefix}object.{attr}"
+                )
+    for i, cited in enumerate(draft.evidence or ()):
+        memory = _load(store, txn, MEMORIES, scope.key(cited.memory))
+        field = f"{prefix}evidence[{i}]"
+        if memory is None:
+            raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
+        if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
+            raise InvalidArgument(
+                "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
+            )
+
+
+def _content(
+    ctx: PlanContext,
+    scope: Scope,
+    draft: StatementDraft,
+    *,
+    subject: bytes,
+    version: int,
+    chain_root: bytes,
+    supersedes: bytes | None,
+) -> dict[str, object]:
+    row: dict[str, object] = {
+        "namespace": scope.namespace,
+        "space": scope.space,
+        "kind": draft.kind,
+        "subject": subject,
+        "predicate": draft.predicate,
+        "object": draft.object_.to_wire(),
+        "confidence": 1.0 if draft.confidence is None else draft.confidence,
+        "evidence": [e.to_wire() for e in draft.evidence or ()],
+        "recorded_at": ctx.record_time,
+        "version": version,
+        "chain_root": chain_root,
+    }
+    for key in ("source", "valid_from", "valid_to", "event_at"):
+        value = getattr(draft, key)
+        if value is not None:
+            row[key] = value
+    if supersedes is not None:
+        row["supersedes"] = supersedes
+    return row
+
+
+def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[Change]:
+    subject, predicate = row["subject"], row["predicate"]
+    assert isinstance(subject, bytes) and isinstance(predicate, str)
+    recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
+    assert isinstance(recorded, int) and isinstance(version, int) and isinstance(root, bytes)
+    ph = _predicate_hash(predicate)
+    return [
+        Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
+        Put(BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
+        Put(BY_TIME, scope.key(_u64(recorded), statement_id), b""),
+        Put(CURRENT, scope.key(subject, ph, statement_id), b""),
+        Put(CHAIN, scope.key(root, _u64(version)), statement_id),
+    ]
+
+
+def _no_longer_current(scope: Scope, loaded: _Loaded) -> Delete:
+    subject, predicate = loaded.content["subject"], loaded.content["predicate"]
+    assert isinstance(subject, bytes) and isinstance(predicate, str)
+    return Delete(CURRENT, scope.key(subject, _predicate_hash(predicate), loaded.id))
+
+
+def _put_state(scope: Scope, statement_id: bytes, state: dict[str, object]) -> Put:
+    return Put(STATE, scope.key(statement_id), cbor.encode(state))
+
+
+def plan_create(
+    ctx: PlanContext, scope: Scope, request: StatementCreate
+) -> tuple[list[Change], StatementCreateOk]:
+    """STATEMENT_CREATE."""
+    _check_references(ctx, scope, request, "")
+    subject, changes = resolve_for_write(ctx, scope, request.subject, "subject")
+    statement_id = ctx.ids.new()
+    row = _content(
+        ctx, scope, request, subject=subject, version=1, chain_root=statement_id, supersedes=None
+    )
+    changes += _insert(scope, statement_id, row)
+    answer = StatementCreateOk(
+        statement_id=statement_id,
+        lsn=ctx.lsn,
+        recorded_at=ctx.record_time,
+        version=1,
+        chain_root=statement_id,
+    )
+    return changes, answer
+
+
+def plan_supersede(
+    ctx: PlanContext, scope: Scope, request: StatementSupersede
+) -> tuple[list[Change], StatementSupersedeOk]:
+    """STATEMENT_SUPERSEDE: a new version; the old one is invalidated, never edited."""
+    old = _get(ctx.store, ctx.txn, scope, request.old, "old")
+    if not old.current:
+        why = (
+            "retracted"
+            if old.retracted
+            else ("tombstoned" if "tombstoned_at" in old.state else "already superseded")
+        )
+        raise Conflict(
+            f"statement {request.old.hex()} is {why}; only a current one can be superseded",
+            field="old",
+        )
+    draft = request.new
+    _check_references(ctx, scope, draft, "new.")
+    subject, changes = resolve_for_write(ctx, scope, draft.subject, "new.subject")
+    if subject != old.content["subject"]:
+        raise InvalidArgument("a new version must have the same subject", field="new.subject")
+    statement_id = ctx.ids.new()
+    version = int(str(old.content["version"])) + 1
+    root = old.content["chain_root"]
+    assert isinstance(root, bytes)
+    row = _content(
+        ctx, scope, draft, subject=subject, version=version, chain_root=root, supersedes=old.id
+    )
+    changes += _insert(scope, statement_id, row)
+    state = dict(old.state)
+    state["superseded_by"] = statement_id
+    state["record_invalidated_at"] = ctx.record_time
+    if (
+        old.int_field("valid_to") is None
+        and old.int_field("event_at") is None
+        and draft.valid_from is not None
+    ):
+        # The split of SEMANTICS.md §3: closed from this record time on, never rewritten.
+        state["closed_valid_to"] = draft.valid_from
+        state["closed_at"] = ctx.record_time
+    changes += [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
+    answer = StatementSupersedeOk(
+        statement_id=statement_id,
+        lsn=ctx.lsn,
+        recorded_at=ctx.record_time,
+        version=version,
+        chain_root=root,
+        superseded=old.id,
+    )
+    return changes, answer
+
+
+def plan_tombstone(
+    ctx: PlanContext, scope: Scope, request: StatementTombstone
+) -> tuple[list[Change], StatementTombstoned]:
+    """STATEMENT_TOMBSTONE (soft): hidden by default, kept for history and ``as_of``."""
+    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    if "tombstoned_at" in loaded.state:
+        raise Conflict(f"statement {request.id.hex()} is already tombstoned", field="id")
+    state = dict(loaded.state)
+    state["tombstoned_at"] = ctx.record_time
+    state["tombstone_reason"] = "user_request"
+    state.setdefault("record_invalidated_at", ctx.record_time)
+    changes: list[Change] = [_put_state(scope, loaded.id, state), _no_longer_current(scope, loaded)]
+    return changes, StatementTombstoned(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
+
+
+def plan_retract(
+    ctx: PlanContext, scope: Scope, request: StatementRetract
+) -> tuple[list[Change], StatementRetracted]:
+    """STATEMENT_RETRACT: the content is gone; a husk keeps ids, chain links and times."""
+    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    if loaded.retracted:
+        raise Conflict(f"statement {request.id.hex()} is already retracted", field="id")
+    c = loaded.content
+    husk = {
+        k: c[k]
+        for k in ("namespace", "space", "recorded_at", "version", "chain_root", "supersedes")
+        if k in c
+    }
+    state = dict(loaded.state)
+    state["tombstoned_at"] = ctx.record_time
+    state["tombstone_reason"] = "retracted"
+    state.setdefault("record_invalidated_at", ctx.record_time)
+    state.pop("closed_valid_to", None)
+    subject, predicate, recorded = c["subject"], c["predicate"], c["recorded_at"]
+    assert isinstance(subject, bytes) and isinstance(predicate, str) and isinstance(recorded, int)
+    changes: list[Change] = [
+        Put(STATEMENTS, scope.key(loaded.id), cbor.encode(husk)),
+        _put_state(scope, loaded.id, state),
+        _no_longer_current(scope, loaded),
+        Delete(
+            BY_SUBJECT, scope.key(subject, _predicate_hash(predicate), _u64(recorded), loaded.id)
+        ),
+    ]
+    return changes, StatementRetracted(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
+
+
+# --- reads --------------------------------------------------------------------------------
+
+
+def read_get(ctx: ReadContext, scope: Scope, request: StatementGet) -> StatementGetOk:
+    """STATEMENT_GET: the statement as believed now."""
+    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    return StatementGetOk(statement=_to_message(loaded, scope, None))
+
+
+def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> StatementHistoryOk:
+    """STATEMENT_HISTORY: every version of the chain holding ``id``, oldest first."""
+    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    root = loaded.content["chain_root"]
+    assert isinstance(root, bytes)
+    prefix = scope.key(root)
+    cursor = ctx.txn.cursor(db=ctx.store.table(CHAIN))
+    versions: list[Statement] = []
+    if cursor.set_range(prefix):
+        for key, value in cursor:
+            if not bytes(key).startswith(prefix):
+                break
+            versions.append(
+                _to_message(_get(ctx.store, ctx.txn, scope, bytes(value), "id"), scope, None)
+            )
+    return StatementHistoryOk(versions=tuple(versions))
+
+
+def _scan_ids(
+    ctx: ReadContext, scope: Scope, subject: bytes | None, predicate: str | None
+) -> Iterator[tuple[bytes, bytes]]:
+    """(recorded_at ‖ id, id) for candidate rows, in recorded order when no subject is given."""
+    if subject is None:
+        prefix = scope.key()
+        cursor = ctx.txn.cursor(db=ctx.store.table(BY_TIME))
+        if cursor.set_range(prefix):
+            for key, _ in cursor:
+                raw = bytes(key)
+                if not raw.startswith(prefix):
+                    return
+                tail = raw[len(prefix) :]
+                yield tail, tail[8:]
+        return
+    prefix = (
+        scope.key(subject) if predicate is None else scope.key(subject, _predicate_hash(predicate))
+    )
+    cursor = ctx.txn.cursor(db=ctx.store.table(BY_SUBJECT))
+    found: list[tuple[bytes, bytes]] = []
+    if cursor.set_range(prefix):
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix):
+                break
+            tail = raw[len(scope.key()) + SUBJECT_KEY_BYTES + _PREDICATE_HASH_BYTES :]
+            found.append((tail, tail[8:]))
+    yield from sorted(found)
+
+
+def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> StatementListOk:
+    """STATEMENT_LIST: the filter chain of SEMANTICS.md §6 over rows in recorded order."""
+    if request.as_of is not None and request.as_of > ctx.now:
+        raise AsOfInFuture(
+            f"as_of {request.as_of} is after the record clock ({ctx.now})", field="as_of"
+        )
+    subject: bytes | None = None
+    if request.subject is not None:
+        subject = resolve_for_read(ctx.store, ctx.txn, scope, request.subject)
+        if subject is None:
+            return StatementListOk(statements=())
+    limit = DEFAULT_LIST_LIMIT if request.limit is None else request.limit
+    filters = Filters(
+        kinds=None if request.kind is None else (request.kind,),
+        predicates=None if request.predicate is None else (request.predicate,),
+        valid_at=request.valid_at,
+        include_tombstoned=bool(request.include_tombstoned),
+        include_superseded=bool(request.include_superseded),
+        as_of=request.as_of,
+    )
+    after = request.cursor or b""
+    page: list[Statement] = []
+    more = False
+    last = b""
+    for position, statement_id in _scan_ids(ctx, scope, subject, request.predicate):
+        if position <= after:
+            continue
+        loaded = _get(ctx.store, ctx.txn, scope, statement_id, "id")
+        if not judge(loaded.times(), filters).kept:
+            continue
+        if len(page) == limit:
+            more = True
+            break
+        page.append(_to_message(loaded, scope, request.as_of))
+        last = position
+    return StatementListOk(statements=tuple(page), cursor=last if more else None)
