@@ -12,6 +12,7 @@ in a read-only LMDB transaction; writes go through the writer thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
-from brain.engine.writer import MAX_GROW_ATTEMPTS, Writer
+from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
@@ -158,27 +159,39 @@ class Database:
     # --- operations ------------------------------------------------------------------------
 
     def submit(
-        self, namespace: str, opcode: Opcode, request: Message, *, owner: bytes = b""
+        self,
+        namespace: str,
+        opcode: Opcode,
+        request: Message,
+        *,
+        owner: bytes = b"",
+        actor: bytes = b"",
     ) -> Future[bytes]:
         """Queue a write; the future gives the encoded answer payload or raises a BrainError.
 
-        ``owner`` names the connection, which owns the transactions it opens.
+        ``owner`` names the connection, which owns the transactions it opens;
+        ``actor`` is the key id the audit log records.
         """
         self._check_open()
+
+        def submit(plan: Callable[[PlanContext], Outcome]) -> Future[bytes]:
+            # Every planner sees who asked, for the audit log.
+            return self._writer.submit(lambda ctx: plan(dataclasses.replace(ctx, actor=actor)))
+
         if opcode is Opcode.TXN_COMMIT:
             assert isinstance(request, TxnCommit)
-            return self._writer.submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
+            return submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
         if opcode not in WRITES:
             raise Unavailable(f"{opcode.name} is not available in this build")
         budget.check_write(opcode, request, budget=budget.WRITE_BUDGET)
         txn_id: bytes | None = getattr(request, "txn_id", None)
         if txn_id is not None:
-            return self._writer.submit(
+            return submit(
                 lambda ctx: plan_buffered(
                     ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
                 )
             )
-        return self._writer.submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
+        return submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
 
     def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
         """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
@@ -209,11 +222,17 @@ class Database:
             return handler(ReadContext(self._store, txn, self._writer.clock.now()), scope, request)
 
     def execute(
-        self, namespace: str, opcode: Opcode, request: Message, *, owner: bytes = b""
+        self,
+        namespace: str,
+        opcode: Opcode,
+        request: Message,
+        *,
+        owner: bytes = b"",
+        actor: bytes = b"",
     ) -> Message:
         """Run any operation and wait for its answer (the embedded API)."""
         if self.is_write(opcode):
-            payload = self.submit(namespace, opcode, request, owner=owner).result()
+            payload = self.submit(namespace, opcode, request, owner=owner, actor=actor).result()
             return response_class(opcode).from_wire(cbor.decode(payload))
         return self.read(namespace, opcode, request, owner)
 

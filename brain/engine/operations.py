@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from brain.engine import budget, idempotency, statements
+from brain.engine import budget, idempotency, reviews, schema, statements
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
 from brain.engine.reads import ReadContext
@@ -54,12 +54,16 @@ WRITES: Final[dict[Opcode, WritePlanner]] = {
     Opcode.STATEMENT_SUPERSEDE: statements.plan_supersede,
     Opcode.STATEMENT_TOMBSTONE: statements.plan_tombstone,
     Opcode.STATEMENT_RETRACT: statements.plan_retract,
+    Opcode.SCHEMA_PUT: schema.plan_schema_put,
+    Opcode.REVIEW_DECIDE: reviews.plan_review_decide,
 }
 READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.MEMORY_GET: read_memory_get,
     Opcode.STATEMENT_GET: statements.read_get,
     Opcode.STATEMENT_HISTORY: statements.read_history,
     Opcode.STATEMENT_LIST: statements.read_list,
+    Opcode.SCHEMA_GET: schema.read_schema_get,
+    Opcode.REVIEW_LIST: reviews.read_review_list,
 }
 
 
@@ -72,6 +76,11 @@ def plan_write(
     ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
 ) -> tuple[list[Change], bytes] | Replay:
     """Plan one write with its idempotency check: (changes, answer) or the stored answer."""
+    if getattr(request, "request_id", None) is None:
+        # SCHEMA_PUT: WIRE.md §8 gives it no idempotency key; it is planned as it is.
+        scope = Scope.of(namespace, getattr(request, "space", None))
+        changes, answer = WRITES[opcode](ctx, scope, request)
+        return changes, cbor.encode(answer.to_wire())
     write = _as_write(request)
     scope = Scope.of(namespace, write.space)
     digest = idempotency.request_digest(opcode, request)

@@ -28,10 +28,13 @@ from typing import Final
 
 import lmdb
 
+from brain.engine.audit import audit_entry
 from brain.engine.entities import SUBJECT_KEY_BYTES, ref_of_key, resolve_for_read, resolve_for_write
 from brain.engine.filters import Filters, RowTimes, judge, validity_at
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.reads import ReadContext
+from brain.engine.review_queue import queue_review
+from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
@@ -171,6 +174,8 @@ def _to_message(loaded: _Loaded, scope: Scope, believed_at: int | None) -> State
     for key in ("supersedes",):
         if key in c:
             wire[key] = c[key]
+        elif key in s:
+            wire[key] = s[key]
     for key in ("superseded_by", "record_invalidated_at", "tombstoned_at", "tombstone_reason"):
         if key in s:
             wire[key] = s[key]
@@ -276,23 +281,103 @@ def _put_state(scope: Scope, statement_id: bytes, state: dict[str, object]) -> P
     return Put(STATE, scope.key(statement_id), cbor.encode(state))
 
 
+def superseded_changes(
+    ctx: PlanContext, scope: Scope, old: _Loaded, new_id: bytes, new_valid_from: int | None
+) -> list[Change]:
+    """Stamp ``old`` as superseded by ``new_id`` now, with the validity split of §3."""
+    state = dict(old.state)
+    state["superseded_by"] = new_id
+    state.setdefault("record_invalidated_at", ctx.record_time)
+    if (
+        old.int_field("valid_to") is None
+        and old.int_field("event_at") is None
+        and (new_valid_from is not None)
+    ):
+        # SEMANTICS.md §3: closed from this record time on, never rewritten.
+        state["closed_valid_to"] = new_valid_from
+        state["closed_at"] = ctx.record_time
+    return [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
+
+
+def tombstone_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded, reason: str) -> list[Change]:
+    """Stamp ``loaded`` tombstoned now with ``tombstone_reason`` ``reason``."""
+    state = dict(loaded.state)
+    state["tombstoned_at"] = ctx.record_time
+    state["tombstone_reason"] = reason
+    state.setdefault("record_invalidated_at", ctx.record_time)
+    return [_put_state(scope, loaded.id, state), _no_longer_current(scope, loaded)]
+
+
+def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) -> list[bytes]:
+    """The current statements of ``subject`` and ``predicate``, oldest id first."""
+    prefix = scope.key(subject, _predicate_hash(predicate))
+    cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
+    found: list[bytes] = []
+    if cursor.set_range(prefix):
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix):
+                break
+            found.append(raw[len(prefix) :])
+    return found
+
+
+def load(ctx: PlanContext, scope: Scope, statement_id: bytes, field: str = "id") -> _Loaded:
+    """A statement of ``scope`` for a planner; NotFound otherwise."""
+    return _get(ctx.store, ctx.txn, scope, statement_id, field)
+
+
 def plan_create(
     ctx: PlanContext, scope: Scope, request: StatementCreate
 ) -> tuple[list[Change], StatementCreateOk]:
-    """STATEMENT_CREATE."""
+    """STATEMENT_CREATE, with the schema's rules for the predicate.
+
+    A stateful predicate supersedes the subject's current value(s) and the new
+    statement continues that chain. A predicate declared ``kind: fact`` and not
+    stateful keeps both and queues a ``contradiction`` review item when a
+    current statement of the same subject says something else.
+    """
     _check_references(ctx, scope, request, "")
     subject, changes = resolve_for_write(ctx, scope, request.subject, "subject")
     statement_id = ctx.ids.new()
+    schema = load_schema(ctx.store, ctx.txn, scope)
+    current = [
+        c
+        for c in (load(ctx, scope, i) for i in current_ids(ctx, scope, subject, request.predicate))
+        if c.content.get("predicate") == request.predicate
+    ]
+    version, root, supersedes = 1, statement_id, None
+    if schema.is_stateful(request.predicate) and current:
+        latest = max(current, key=lambda c: int(str(c.content["recorded_at"])))
+        version = int(str(latest.content["version"])) + 1
+        chain_root = latest.content["chain_root"]
+        assert isinstance(chain_root, bytes)
+        root, supersedes = chain_root, latest.id
+        for old in current:
+            changes += superseded_changes(ctx, scope, old, statement_id, request.valid_from)
+    else:
+        decl = schema.predicate(request.predicate)
+        differing = [c.id for c in current if c.content.get("object") != request.object_.to_wire()]
+        if decl is not None and decl.get("kind") == "fact" and differing:
+            _, queued = queue_review(ctx, scope, "contradiction", [*differing, statement_id])
+            changes += queued
     row = _content(
-        ctx, scope, request, subject=subject, version=1, chain_root=statement_id, supersedes=None
+        ctx,
+        scope,
+        request,
+        subject=subject,
+        version=version,
+        chain_root=root,
+        supersedes=supersedes,
     )
     changes += _insert(scope, statement_id, row)
     answer = StatementCreateOk(
         statement_id=statement_id,
         lsn=ctx.lsn,
         recorded_at=ctx.record_time,
-        version=1,
-        chain_root=statement_id,
+        version=version,
+        chain_root=root,
+        superseded=supersedes,
     )
     return changes, answer
 
@@ -325,18 +410,7 @@ def plan_supersede(
         ctx, scope, draft, subject=subject, version=version, chain_root=root, supersedes=old.id
     )
     changes += _insert(scope, statement_id, row)
-    state = dict(old.state)
-    state["superseded_by"] = statement_id
-    state["record_invalidated_at"] = ctx.record_time
-    if (
-        old.int_field("valid_to") is None
-        and old.int_field("event_at") is None
-        and draft.valid_from is not None
-    ):
-        # The split of SEMANTICS.md §3: closed from this record time on, never rewritten.
-        state["closed_valid_to"] = draft.valid_from
-        state["closed_at"] = ctx.record_time
-    changes += [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
+    changes += superseded_changes(ctx, scope, old, statement_id, draft.valid_from)
     answer = StatementSupersedeOk(
         statement_id=statement_id,
         lsn=ctx.lsn,
@@ -355,11 +429,10 @@ def plan_tombstone(
     loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
     if "tombstoned_at" in loaded.state:
         raise Conflict(f"statement {request.id.hex()} is already tombstoned", field="id")
-    state = dict(loaded.state)
-    state["tombstoned_at"] = ctx.record_time
-    state["tombstone_reason"] = "user_request"
-    state.setdefault("record_invalidated_at", ctx.record_time)
-    changes: list[Change] = [_put_state(scope, loaded.id, state), _no_longer_current(scope, loaded)]
+    changes = tombstone_changes(ctx, scope, loaded, "user_request")
+    changes.append(
+        audit_entry(ctx, scope, "statement_tombstone", [loaded.id], reason=request.reason)
+    )
     return changes, StatementTombstoned(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 
 
@@ -390,6 +463,7 @@ def plan_retract(
         Delete(
             BY_SUBJECT, scope.key(subject, _predicate_hash(predicate), _u64(recorded), loaded.id)
         ),
+        audit_entry(ctx, scope, "statement_retract", [loaded.id]),
     ]
     return changes, StatementRetracted(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 

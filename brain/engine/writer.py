@@ -67,6 +67,8 @@ class PlanContext:
     lsn: int
     record_time: int
     ids: IdSource = field(default_factory=IdSource)
+    actor: bytes = b""
+    """The key id of whoever sent the write (for the audit log)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,13 @@ class EngineBackend:
         if not db.handles(opcode):
             raise Unavailable(f"{opcode.name} is not available in this build")
         if db.is_write(opcode):
-            future = db.submit(principal.namespace, opcode, request, owner=principal.session_id)
+            future = db.submit(
+                principal.namespace,
+                opcode,
+                request,
+                owner=principal.session_id,
+                actor=principal.key_id,
+            )
             return RawAnswer(await asyncio.wrap_future(future))
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(

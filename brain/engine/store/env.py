@@ -56,6 +56,10 @@ TABLES: Final = (
     b"statement_by_time",  # scope ‖ recorded_at ‖ id -> b""
     b"statement_current",  # scope ‖ subject ‖ predicate hash ‖ id -> b""
     b"statement_chain",  # scope ‖ chain_root ‖ version -> id
+    b"schema",  # scope -> the declarations of the space
+    b"reviews",  # scope ‖ review_id -> review item
+    b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
+    b"audit",  # scope ‖ recorded_at ‖ lsn ‖ sequence -> audit entry
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
 
