@@ -12,26 +12,36 @@ from typing import Final
 
 import lmdb
 
+from brain.engine.audit import audit_entry
 from brain.engine.plan import Change, Put
 from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
-from brain.errors import NotFound
+from brain.errors import Forgotten, NotFound
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.records import Memory
 
-__all__ = ["get_memory", "plan_encode", "read_memory_get"]
+__all__ = ["get_memory", "memory_row", "plan_encode", "read_memory_get"]
 
 MEMORIES: Final = b"memories"
 BY_SHA: Final = b"memory_by_sha"
+FORGET_LEDGER: Final = b"forget_ledger"
 
 
 def _row(raw: bytes) -> dict[str, object]:
     row = cbor.decode(raw)
     assert isinstance(row, dict)
     return {str(k): v for k, v in row.items()}
+
+
+def memory_row(
+    store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes
+) -> dict[str, object] | None:
+    """The stored row of a memory of ``scope``, or None."""
+    raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
+    return None if raw is None else _row(bytes(raw))
 
 
 def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes) -> Memory:
@@ -43,7 +53,8 @@ def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: byt
     # Keys are scope-prefixed already; the row's own scope is checked as a second lock.
     if row["namespace"] != scope.namespace or row["space"] != scope.space:
         raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
-    fields = {k: v for k, v in row.items() if k in {"text", "sha256", "occurred_at", "context"}}
+    shown = {"text", "sha256", "occurred_at", "context", "forgotten", "forgotten_at"}
+    fields = {k: v for k, v in row.items() if k in shown}
     return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
 
 
@@ -56,6 +67,15 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
     """ENCODE: store the text once per space; a repeat names the first memory."""
     store, txn, lsn, now = ctx.store, ctx.txn, ctx.lsn, ctx.record_time
     digest = hashlib.sha256(request.text.encode("utf-8")).digest()
+    override: list[Change] = []
+    if txn.get(scope.key(digest), db=store.table(FORGET_LEDGER)) is not None:
+        if not request.override_forgotten:
+            raise Forgotten(
+                "this text was hard-forgotten in this space; set override_forgotten to store it "
+                "again (the override is audited)",
+                field="text",
+            )
+        override.append(audit_entry(ctx, scope, "override_forgotten", [digest]))
     existing = txn.get(scope.key(digest), db=store.table(BY_SHA))
     if existing is not None:
         first = get_memory(store, txn, scope, bytes(existing))
@@ -84,6 +104,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
     changes: list[Change] = [
         Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
         Put(BY_SHA, scope.key(digest), memory_id),
+        *override,
     ]
     answer = EncodeOk(
         memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False

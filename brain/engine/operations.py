@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from brain.engine import budget, idempotency, reviews, schema, statements
+from brain.engine import budget, forgetting, idempotency, reviews, schema, statements
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
 from brain.engine.reads import ReadContext
@@ -55,6 +55,7 @@ WRITES: Final[dict[Opcode, WritePlanner]] = {
     Opcode.STATEMENT_TOMBSTONE: statements.plan_tombstone,
     Opcode.STATEMENT_RETRACT: statements.plan_retract,
     Opcode.SCHEMA_PUT: schema.plan_schema_put,
+    Opcode.FORGET: forgetting.plan_forget,
     Opcode.REVIEW_DECIDE: reviews.plan_review_decide,
 }
 READS: Final[dict[Opcode, ReadHandler]] = {

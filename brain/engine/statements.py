@@ -76,6 +76,7 @@ BY_SUBJECT: Final = b"statement_by_subject"
 BY_TIME: Final = b"statement_by_time"
 CURRENT: Final = b"statement_current"
 CHAIN: Final = b"statement_chain"
+BY_EVIDENCE: Final = b"statement_by_evidence"
 MEMORIES: Final = b"memories"
 ENTITIES: Final = b"entities"
 
@@ -262,12 +263,26 @@ def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[C
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
     assert isinstance(recorded, int) and isinstance(version, int) and isinstance(root, bytes)
     ph = _predicate_hash(predicate)
-    return [
+    changes: list[Change] = [
         Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
         Put(BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
         Put(BY_TIME, scope.key(_u64(recorded), statement_id), b""),
         Put(CURRENT, scope.key(subject, ph, statement_id), b""),
         Put(CHAIN, scope.key(root, _u64(version)), statement_id),
+    ]
+    changes += [
+        Put(BY_EVIDENCE, scope.key(memory_id, statement_id), b"")
+        for memory_id in _evidence_ids(row)
+    ]
+    return changes
+
+
+def _evidence_ids(row: dict[str, object]) -> list[bytes]:
+    cited = row.get("evidence")
+    if not isinstance(cited, list):
+        return []
+    return [
+        e["memory"] for e in cited if isinstance(e, dict) and isinstance(e.get("memory"), bytes)
     ]
 
 
@@ -436,19 +451,11 @@ def plan_tombstone(
     return changes, StatementTombstoned(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 
 
-def plan_retract(
-    ctx: PlanContext, scope: Scope, request: StatementRetract
-) -> tuple[list[Change], StatementRetracted]:
-    """STATEMENT_RETRACT: the content is gone; a husk keeps ids, chain links and times."""
-    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
-    if loaded.retracted:
-        raise Conflict(f"statement {request.id.hex()} is already retracted", field="id")
+def retract_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded) -> list[Change]:
+    """Reduce ``loaded`` to a husk now: ids, chain links and record times only."""
     c = loaded.content
-    husk = {
-        k: c[k]
-        for k in ("namespace", "space", "recorded_at", "version", "chain_root", "supersedes")
-        if k in c
-    }
+    keep = ("namespace", "space", "recorded_at", "version", "chain_root", "supersedes")
+    husk = {k: c[k] for k in keep if k in c}
     state = dict(loaded.state)
     state["tombstoned_at"] = ctx.record_time
     state["tombstone_reason"] = "retracted"
@@ -463,8 +470,39 @@ def plan_retract(
         Delete(
             BY_SUBJECT, scope.key(subject, _predicate_hash(predicate), _u64(recorded), loaded.id)
         ),
-        audit_entry(ctx, scope, "statement_retract", [loaded.id]),
     ]
+    changes += [Delete(BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
+    return changes
+
+
+def citing(ctx: PlanContext, scope: Scope, memory_id: bytes) -> list[_Loaded]:
+    """Every statement of ``scope`` that cites ``memory_id`` as evidence."""
+    prefix = scope.key(memory_id)
+    cursor = ctx.txn.cursor(db=ctx.store.table(BY_EVIDENCE))
+    found: list[_Loaded] = []
+    if cursor.set_range(prefix):
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix):
+                break
+            found.append(load(ctx, scope, raw[len(prefix) :]))
+    return found
+
+
+def evidence_of(loaded: _Loaded) -> list[bytes]:
+    """The memory ids a statement cites."""
+    return _evidence_ids(loaded.content)
+
+
+def plan_retract(
+    ctx: PlanContext, scope: Scope, request: StatementRetract
+) -> tuple[list[Change], StatementRetracted]:
+    """STATEMENT_RETRACT: the content is gone; a husk keeps ids, chain links and times."""
+    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    if loaded.retracted:
+        raise Conflict(f"statement {request.id.hex()} is already retracted", field="id")
+    changes = retract_changes(ctx, scope, loaded)
+    changes.append(audit_entry(ctx, scope, "statement_retract", [loaded.id]))
     return changes, StatementRetracted(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 
 

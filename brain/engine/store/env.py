@@ -56,6 +56,8 @@ TABLES: Final = (
     b"statement_by_time",  # scope ‖ recorded_at ‖ id -> b""
     b"statement_current",  # scope ‖ subject ‖ predicate hash ‖ id -> b""
     b"statement_chain",  # scope ‖ chain_root ‖ version -> id
+    b"statement_by_evidence",  # scope ‖ memory_id ‖ statement_id -> b""
+    b"forget_ledger",  # scope ‖ sha256 of hard-forgotten text -> forgotten_at (the hash only)
     b"schema",  # scope -> the declarations of the space
     b"reviews",  # scope ‖ review_id -> review item
     b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)

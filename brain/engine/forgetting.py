@@ -1,0 +1,98 @@
+"""FORGET (SEMANTICS.md §4): a memory forgotten softly or hard, and what depended on it.
+
+- **soft**: the memory becomes inactive (``forgotten: "soft"``, ``forgotten_at``)
+  but its text stays; a statement whose every evidence memory is now forgotten
+  is tombstoned with ``tombstone_reason: source_forgotten``.
+- **hard**: the text and the vector are removed from the memory row, the
+  SHA-256 of the text goes into the forget ledger (the hash only), and a
+  statement whose every evidence memory is forgotten is retracted to a husk.
+  ENCODE of the same text into the same space then answers ``FORGOTTEN``
+  unless it sets ``override_forgotten`` (which is audited).
+
+Either way the memory leaves the deduplication index, so encoding its text
+again (where allowed) makes a new memory. A soft forget can be followed by a
+hard one; a repeat at the same or a weaker strength changes nothing and
+answers ``already_forgotten: true``. Removing the text from the WAL, the
+checkpoints and LMDB's free pages is the purge's job (spec/05-durability.md).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from brain.engine import statements
+from brain.engine.audit import audit_entry
+from brain.engine.memories import BY_SHA, MEMORIES, memory_row
+from brain.engine.plan import Change, Delete, Put
+from brain.engine.scope import Scope
+from brain.engine.writer import PlanContext
+from brain.errors import NotFound
+from brain.wire import cbor
+from brain.wire.messages.memory_ops import Forget, ForgetOk
+
+__all__ = ["LEDGER", "is_forgotten_text", "plan_forget"]
+
+LEDGER: Final = b"forget_ledger"
+_STRENGTH: Final = {"soft": 1, "hard": 2}
+
+
+def is_forgotten_text(ctx: PlanContext, scope: Scope, sha256: bytes) -> bool:
+    """True when text with this hash was hard-forgotten in ``scope``."""
+    return ctx.txn.get(scope.key(sha256), db=ctx.store.table(LEDGER)) is not None
+
+
+def _all_forgotten(
+    ctx: PlanContext, scope: Scope, memory_ids: list[bytes], now_forgotten: bytes
+) -> bool:
+    for memory_id in memory_ids:
+        if memory_id == now_forgotten:
+            continue
+        row = memory_row(ctx.store, ctx.txn, scope, memory_id)
+        if row is None or "forgotten" not in row:
+            return False
+    return True
+
+
+def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[Change], ForgetOk]:
+    """FORGET."""
+    row = memory_row(ctx.store, ctx.txn, scope, request.memory)
+    if row is None:
+        raise NotFound(f"no memory {request.memory.hex()} in space {scope.space!r}", field="memory")
+    before = _STRENGTH.get(str(row.get("forgotten", "")), 0)
+    wanted = _STRENGTH[request.mode]
+    if before >= wanted:
+        answer = ForgetOk(
+            memory_id=request.memory, lsn=ctx.lsn, already_forgotten=True, statements_tombstoned=0
+        )
+        return [], answer
+    updated = dict(row)
+    updated["forgotten"] = request.mode
+    updated["forgotten_at"] = ctx.record_time
+    sha = row["sha256"]
+    assert isinstance(sha, bytes)
+    changes: list[Change] = [Delete(BY_SHA, scope.key(sha))]
+    if request.mode == "hard":
+        updated.pop("text", None)
+        updated.pop("vector", None)
+        changes.append(Put(LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
+    changes.insert(0, Put(MEMORIES, scope.key(request.memory), cbor.encode(updated)))
+    affected = 0
+    for statement in statements.citing(ctx, scope, request.memory):
+        cited = statements.evidence_of(statement)
+        if statement.retracted or not _all_forgotten(ctx, scope, cited, request.memory):
+            continue
+        if request.mode == "hard":
+            changes += statements.retract_changes(ctx, scope, statement)
+        elif "tombstoned_at" not in statement.state:
+            changes += statements.tombstone_changes(ctx, scope, statement, "source_forgotten")
+        else:
+            continue
+        affected += 1
+    changes.append(audit_entry(ctx, scope, f"forget_{request.mode}", [request.memory]))
+    answer = ForgetOk(
+        memory_id=request.memory,
+        lsn=ctx.lsn,
+        already_forgotten=False,
+        statements_tombstoned=affected,
+    )
+    return changes, answer
