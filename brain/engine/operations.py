@@ -17,6 +17,7 @@ from brain.engine import budget, forgetting, idempotency, reviews, schema, state
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
 from brain.engine.reads import ReadContext
+from brain.engine.relations import RELATION_READS, RELATION_WRITES
 from brain.engine.scope import Scope
 from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
 from brain.engine.writer import Failed, PlanContext, Replay
@@ -57,6 +58,7 @@ WRITES: Final[dict[Opcode, WritePlanner]] = {
     Opcode.SCHEMA_PUT: schema.plan_schema_put,
     Opcode.FORGET: forgetting.plan_forget,
     Opcode.REVIEW_DECIDE: reviews.plan_review_decide,
+    **RELATION_WRITES,
 }
 READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.MEMORY_GET: read_memory_get,
@@ -65,6 +67,7 @@ READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.STATEMENT_LIST: statements.read_list,
     Opcode.SCHEMA_GET: schema.read_schema_get,
     Opcode.REVIEW_LIST: reviews.read_review_list,
+    **RELATION_READS,
 }
 
 

@@ -20,7 +20,7 @@ SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 
 PING, HELLO, AUTH, BYE = 0x0010, 0x0001, 0x0002, 0x001F
 STATEMENT_GET = 0x0141
-RELATION_GET = 0x0151
+RECALL = 0x0021
 ERROR = 0x00FF
 
 
@@ -180,9 +180,9 @@ def test_500_pipelined_pings(server: ServerProcess) -> None:
 
 
 def test_data_opcodes_are_validated_then_unavailable(server: ServerProcess) -> None:
-    # RELATION_GET is decoded and validated, but relations are not part of this build yet.
+    # RECALL is decoded and validated, but retrieval is not part of this build yet.
     client = _ready(server)
-    client.send(RELATION_GET, 1, {"id": bytes(16)})
+    client.send(RECALL, 1, {"cue": "who did Alice work for?"})
     reply = client.recv()
     assert reply.error_name == "UNAVAILABLE"
     assert "not available in this build" in reply.body["message"]

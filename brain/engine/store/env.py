@@ -58,6 +58,12 @@ TABLES: Final = (
     b"statement_chain",  # scope ‖ chain_root ‖ version -> id
     b"statement_by_evidence",  # scope ‖ memory_id ‖ statement_id -> b""
     b"forget_ledger",  # scope ‖ sha256 of hard-forgotten text -> forgotten_at (the hash only)
+    b"relations",  # scope ‖ relation_id -> content row (written once)
+    b"relation_state",  # scope ‖ relation_id -> later stamps (superseded, tombstoned, closed)
+    b"relation_by_from",  # scope ‖ from end ‖ type hash ‖ recorded_at ‖ id -> b""
+    b"relation_by_to",  # scope ‖ to end ‖ type hash ‖ recorded_at ‖ id -> b""
+    b"relation_by_time",  # scope ‖ recorded_at ‖ id -> b""
+    b"relation_current",  # scope ‖ end marker ‖ end ‖ type hash ‖ id -> b"" (current only)
     b"schema",  # scope -> the declarations of the space
     b"reviews",  # scope ‖ review_id -> review item
     b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
