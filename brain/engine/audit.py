@@ -3,7 +3,7 @@ tombstone, retract, merge, unmerge and review decision.
 
 An entry records who (the key id of the request), what (the operation and the
 record ids), when (its record time) and why (the reason given, if any). Its
-key is ``scope ‖ recorded_at ‖ lsn ‖ sequence``: scoped like every key, and in
+key is ``scope ‖ recorded_at ‖ lsn ‖ entry id``: scoped like every key, and in
 time order within the scope. Entries are never changed or removed.
 """
 
@@ -12,11 +12,18 @@ from __future__ import annotations
 from typing import Final
 
 from brain.engine.plan import Change, Put
-from brain.engine.scope import Scope
+from brain.engine.scope import Scope, namespace_id
+from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
 from brain.wire import cbor
 
-__all__ = ["AUDIT", "audit_entry"]
+__all__ = ["AUDIT", "DEFAULT_AUDIT_LIMIT", "MAX_AUDIT_LIMIT", "audit_entry", "read_audit"]
+
+DEFAULT_AUDIT_LIMIT: Final = 100
+"""Entries the admin route answers when it names no limit."""
+
+MAX_AUDIT_LIMIT: Final = 10_000
+"""Most entries one call answers; the log itself is never truncated."""
 
 AUDIT: Final = b"audit"
 
@@ -28,7 +35,6 @@ def audit_entry(
     records: list[bytes],
     *,
     reason: str | None = None,
-    sequence: int = 0,
 ) -> Change:
     """One audit entry for a write planned in ``ctx``."""
     entry: dict[str, object] = {
@@ -42,7 +48,25 @@ def audit_entry(
     }
     if reason is not None:
         entry["reason"] = reason
-    key = scope.key(
-        ctx.record_time.to_bytes(8, "big"), ctx.lsn.to_bytes(8, "big"), sequence.to_bytes(2, "big")
-    )
+    # A fresh id ends the key: the writes of one transaction share a record time and
+    # an LSN, and each of their entries must stand.
+    key = scope.key(ctx.record_time.to_bytes(8, "big"), ctx.lsn.to_bytes(8, "big"), ctx.ids.new())
     return Put(AUDIT, key, cbor.encode(entry))
+
+
+def read_audit(store: Store, namespace: str, limit: int) -> list[dict[str, object]]:
+    """The newest ``limit`` entries of every space of ``namespace``, newest first."""
+    prefix = namespace_id(namespace)
+    entries: list[dict[str, object]] = []
+    with store.read() as txn:
+        cursor = txn.cursor(db=store.table(AUDIT))
+        if cursor.set_range(prefix):
+            for key, value in cursor:
+                if not bytes(key).startswith(prefix):
+                    break
+                entry = cbor.decode(bytes(value))
+                assert isinstance(entry, dict)
+                entries.append({str(k): v for k, v in entry.items()})
+    # Keys are ordered by space first; the answer is ordered by time across spaces.
+    entries.sort(key=lambda e: (int(str(e["recorded_at"])), int(str(e["lsn"]))), reverse=True)
+    return entries[:limit]

@@ -24,6 +24,7 @@ from typing import Final
 import lmdb
 
 from brain.engine import budget, idempotency
+from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.clock import RecordClock
 from brain.engine.operations import (
     READS,
@@ -251,6 +252,11 @@ class Database:
                 wal_segments=list(self._wal.segments),
                 extra_envs=extra_envs,
             )
+
+    def audit(self, namespace: str, limit: int = DEFAULT_AUDIT_LIMIT) -> list[dict[str, object]]:
+        """The newest audit entries of ``namespace``, newest first."""
+        self._check_open()
+        return read_audit(self._store, namespace, min(limit, MAX_AUDIT_LIMIT))
 
     def abort_owner(self, owner: bytes) -> int:
         """Abort every transaction ``owner`` (a connection) left open."""

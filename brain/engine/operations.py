@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from brain.engine import budget, forgetting, idempotency, reviews, schema, statements
+from brain.engine.entity_ops import ENTITY_READS, ENTITY_WRITES
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
 from brain.engine.reads import ReadContext
@@ -59,6 +60,7 @@ WRITES: Final[dict[Opcode, WritePlanner]] = {
     Opcode.FORGET: forgetting.plan_forget,
     Opcode.REVIEW_DECIDE: reviews.plan_review_decide,
     **RELATION_WRITES,
+    **ENTITY_WRITES,
 }
 READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.MEMORY_GET: read_memory_get,
@@ -68,6 +70,7 @@ READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.SCHEMA_GET: schema.read_schema_get,
     Opcode.REVIEW_LIST: reviews.read_review_list,
     **RELATION_READS,
+    **ENTITY_READS,
 }
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
+from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
 from brain.engine.snapshot import list_snapshots
 from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
 from brain.ids import new_id
@@ -53,6 +54,19 @@ def _error(status: int, name: str, message: str, field: str | None = None) -> we
     if field is not None:
         body["field"] = field
     return web.json_response(body, status=status)
+
+
+def _json_entry(entry: dict[str, object]) -> dict[str, object]:
+    """An audit entry as JSON: ids in hex."""
+    out: dict[str, object] = {}
+    for key, value in entry.items():
+        if isinstance(value, bytes):
+            out[key] = value.hex()
+        elif isinstance(value, list):
+            out[key] = [v.hex() if isinstance(v, bytes) else v for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
@@ -158,6 +172,18 @@ def make_admin_app(
         info = await asyncio.to_thread(database.snapshot, bundle, extra_envs={"keys": keys.env})
         return web.json_response(info.to_json(), status=201)
 
+    async def show_audit(request: web.Request) -> web.Response:
+        if database is None:
+            raise Unavailable("the audit log needs the database, which this server does not serve")
+        namespace = request.query.get("namespace", "")
+        if not namespace:
+            raise InvalidArgument("namespace is required", field="namespace")
+        raw_limit = request.query.get("limit", str(DEFAULT_AUDIT_LIMIT))
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_AUDIT_LIMIT:
+            raise InvalidArgument(f"limit must be 1..{MAX_AUDIT_LIMIT}", field="limit")
+        entries = await asyncio.to_thread(database.audit, namespace, int(raw_limit))
+        return web.json_response({"entries": [_json_entry(e) for e in entries]})
+
     async def show_snapshots(_: web.Request) -> web.Response:
         found = await asyncio.to_thread(list_snapshots, snapshot_dir)
         return web.json_response({"snapshots": [s.to_json() for s in found]})
@@ -169,4 +195,5 @@ def make_admin_app(
     app.router.add_get("/v1/config", show_config)
     app.router.add_post("/v1/snapshots", create_snapshot)
     app.router.add_get("/v1/snapshots", show_snapshots)
+    app.router.add_get("/v1/audit", show_audit)
     return app

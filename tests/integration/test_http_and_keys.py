@@ -234,3 +234,34 @@ def test_cli_reports_bad_input(tmp_path: Path) -> None:
         [sys.executable, "-m", "brain", "--version"], capture_output=True, text=True, check=True
     )
     assert version.stdout.startswith("brain ")
+
+
+def test_admin_audit_lists_what_keys_did(server: ServerProcess) -> None:
+    import os
+
+    client = server.client()
+    ok = client.handshake(server.credentials["api_key"])
+    client.send(
+        0x0140,
+        1,
+        {
+            "request_id": os.urandom(16),
+            "kind": "fact",
+            "subject": {"name": "Ivy"},
+            "predicate": "likes",
+            "object": {"text": "tea"},
+        },
+    )
+    created = client.recv().body
+    client.send(
+        0x0143, 3, {"request_id": os.urandom(16), "id": created["statement_id"], "reason": "typo"}
+    )
+    assert client.recv().opcode == 0x01C3
+    status, body = _admin(server, "GET", "/v1/audit?namespace=default&limit=10")
+    assert status == 200
+    (entry,) = body["entries"]
+    assert entry["operation"] == "statement_tombstone" and entry["reason"] == "typo"
+    assert entry["key_id"] == ok.body["key_id"].hex()
+    assert entry["records"] == [created["statement_id"].hex()]
+    status, body = _admin(server, "GET", "/v1/audit")
+    assert status == 400 and body["field"] == "namespace"

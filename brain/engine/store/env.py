@@ -50,6 +50,7 @@ TABLES: Final = (
     b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
     b"entities",  # scope ‖ entity_id -> entity row
     b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
+    b"entity_merges",  # scope ‖ merge_id -> both entities' rows and index names, before/after
     b"statements",  # scope ‖ statement_id -> content row (a husk once retracted)
     b"statement_state",  # scope ‖ statement_id -> later stamps (superseded, tombstoned, closed)
     b"statement_by_subject",  # scope ‖ subject ‖ predicate hash ‖ recorded_at ‖ id -> b""
@@ -67,7 +68,7 @@ TABLES: Final = (
     b"schema",  # scope -> the declarations of the space
     b"reviews",  # scope ‖ review_id -> review item
     b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
-    b"audit",  # scope ‖ recorded_at ‖ lsn ‖ sequence -> audit entry
+    b"audit",  # scope ‖ recorded_at ‖ lsn ‖ entry id -> audit entry
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
 
