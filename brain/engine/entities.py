@@ -72,9 +72,14 @@ __all__ = [
 
 ENTITIES: Final = b"entities"
 BY_NAME: Final = b"entity_by_name"
+
+MAX_ABSORBED: Final = 10_000
+"""Most entities one entity's merges are followed through when listing its records."""
 MEMORIES: Final = b"memories"
 
 _TAG_ENTITY: Final = b"e"
+ENTITY_TAG: Final = _TAG_ENTITY
+"""The tag byte of a subject key that names an entity."""
 _TAG_MEMORY: Final = b"m"
 _TAG_PENDING: Final = b"p"
 SUBJECT_KEY_BYTES: Final = 17
@@ -296,6 +301,27 @@ def canonical_entity(store: Store, txn: lmdb.Transaction, scope: Scope, entity_i
 
 
 # --- names --------------------------------------------------------------------------------
+
+
+def absorbed(store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes) -> list[bytes]:
+    """Every entity merged (directly or through others) into ``entity_id``."""
+    table = store.table(b"entity_absorbed")
+    found: list[bytes] = []
+    frontier = [entity_id]
+    while frontier and len(found) < MAX_ABSORBED:
+        current = frontier.pop()
+        prefix = scope.key(current)
+        cursor = txn.cursor(db=table)
+        if not cursor.set_range(prefix):
+            continue
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix):
+                break
+            merged = raw[len(prefix) :]
+            found.append(merged)
+            frontier.append(merged)
+    return found
 
 
 def exact_candidates(

@@ -74,7 +74,7 @@ from brain.engine.entities import (
     to_entity,
     type_matches,
 )
-from brain.engine.plan import Change, Put
+from brain.engine.plan import Change, Delete, Put
 from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
@@ -125,6 +125,7 @@ __all__ = [
 ]
 
 MERGES: Final = b"entity_merges"
+ABSORBED: Final = b"entity_absorbed"
 
 DEFAULT_RESOLVE_LIMIT: Final = 10
 """Matches ENTITY_RESOLVE returns when the request names no limit: a short pick list."""
@@ -294,6 +295,7 @@ def plan_merge(
         *index_changes(scope, request.keep, index_names(keep), index_names(new_keep)),
         *index_changes(scope, request.merge, index_names(merged), index_names(new_merged)),
         Put(MERGES, scope.key(merge_id), cbor.encode(record)),
+        Put(ABSORBED, scope.key(request.keep, request.merge), b""),
         audit_entry(ctx, scope, "entity_merge", [merge_id, request.keep, request.merge]),
     ]
     return changes, EntityMergeOk(merge_id=merge_id, lsn=ctx.lsn)
@@ -352,6 +354,9 @@ def plan_unmerge(
         )
     done = dict(record)
     done["unmerged_at"] = ctx.record_time
+    restored.append(
+        Delete(ABSORBED, scope.key(_id_field(record, "keep"), _id_field(record, "merge")))
+    )
     restored.append(Put(MERGES, scope.key(request.merge_id), cbor.encode(done)))
     ids = [request.merge_id, _id_field(record, "keep"), _id_field(record, "merge")]
     restored.append(audit_entry(ctx, scope, "entity_unmerge", ids))

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from brain.engine import budget, forgetting, idempotency, reviews, schema, statements
+from brain.engine import (
+    budget,
+    forgetting,
+    idempotency,
+    reviews,
+    schema,
+    statement_reads,
+    statements,
+)
 from brain.engine.entity_ops import ENTITY_READS, ENTITY_WRITES
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
@@ -64,9 +72,9 @@ WRITES: Final[dict[Opcode, WritePlanner]] = {
 }
 READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.MEMORY_GET: read_memory_get,
-    Opcode.STATEMENT_GET: statements.read_get,
-    Opcode.STATEMENT_HISTORY: statements.read_history,
-    Opcode.STATEMENT_LIST: statements.read_list,
+    Opcode.STATEMENT_GET: statement_reads.read_get,
+    Opcode.STATEMENT_HISTORY: statement_reads.read_history,
+    Opcode.STATEMENT_LIST: statement_reads.read_list,
     Opcode.SCHEMA_GET: schema.read_schema_get,
     Opcode.REVIEW_LIST: reviews.read_review_list,
     **RELATION_READS,

@@ -22,35 +22,32 @@ at the query's ``as_of`` (SEMANTICS.md §3).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 import lmdb
 
 from brain.engine.audit import audit_entry
-from brain.engine.entities import SUBJECT_KEY_BYTES, ref_of_key, resolve_for_read, resolve_for_write
-from brain.engine.filters import Filters, RowTimes, judge, validity_at
+from brain.engine.entities import (
+    ENTITY_TAG,
+    canonical_entity,
+    ref_of_key,
+    resolve_for_write,
+)
+from brain.engine.filters import RowTimes, validity_at
 from brain.engine.plan import Change, Delete, Put
-from brain.engine.reads import ReadContext
 from brain.engine.review_queue import queue_review
 from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
-from brain.errors import AsOfInFuture, Conflict, InvalidArgument, NotFound
+from brain.errors import Conflict, InvalidArgument, NotFound
 from brain.wire import cbor
 from brain.wire.messages.records import Statement
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
     StatementDraft,
-    StatementGet,
-    StatementGetOk,
-    StatementHistory,
-    StatementHistoryOk,
-    StatementList,
-    StatementListOk,
     StatementRetract,
     StatementRetracted,
     StatementSupersede,
@@ -65,9 +62,9 @@ __all__ = [
     "plan_retract",
     "plan_supersede",
     "plan_tombstone",
-    "read_get",
-    "read_history",
-    "read_list",
+    "get_loaded",
+    "predicate_hash",
+    "to_message",
 ]
 
 STATEMENTS: Final = b"statements"
@@ -80,15 +77,12 @@ BY_EVIDENCE: Final = b"statement_by_evidence"
 MEMORIES: Final = b"memories"
 ENTITIES: Final = b"entities"
 
-DEFAULT_LIST_LIMIT: Final = 100
-"""Page size when STATEMENT_LIST names none (WIRE.md §8)."""
-
-_PREDICATE_HASH_BYTES: Final = 8
+PREDICATE_HASH_BYTES: Final = 8
 """Predicates are up to 1024 characters; index keys carry a hash, rows the text."""
 
 
-def _predicate_hash(predicate: str) -> bytes:
-    return hashlib.sha256(predicate.encode("utf-8")).digest()[:_PREDICATE_HASH_BYTES]
+def predicate_hash(predicate: str) -> bytes:
+    return hashlib.sha256(predicate.encode("utf-8")).digest()[:PREDICATE_HASH_BYTES]
 
 
 def _u64(value: int) -> bytes:
@@ -148,7 +142,7 @@ def _opt_int(value: object) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _get(
+def get_loaded(
     store: Store, txn: lmdb.Transaction, scope: Scope, statement_id: bytes, field: str
 ) -> _Loaded:
     content = _load(store, txn, STATEMENTS, scope.key(statement_id))
@@ -162,7 +156,13 @@ def _get(
     return _Loaded(statement_id, content, state)
 
 
-def _to_message(loaded: _Loaded, scope: Scope, believed_at: int | None) -> Statement:
+def to_message(
+    loaded: _Loaded,
+    scope: Scope,
+    believed_at: int | None,
+    store: Store | None = None,
+    txn: lmdb.Transaction | None = None,
+) -> Statement:
     """The statement as an answer shows it, with the validity believed at ``believed_at``."""
     c, s = loaded.content, loaded.state
     wire: dict[str, object] = {
@@ -187,6 +187,9 @@ def _to_message(loaded: _Loaded, scope: Scope, believed_at: int | None) -> State
             wire[key] = c[key]
     subject = c["subject"]
     assert isinstance(subject, bytes)
+    if store is not None and txn is not None and subject[:1] == ENTITY_TAG:
+        # The statements of a merged entity answer as the kept one's (SEMANTICS.md §7).
+        subject = ENTITY_TAG + canonical_entity(store, txn, scope, subject[1:])
     wire["subject"] = ref_of_key(subject).to_wire()
     start, end = validity_at(loaded.times(), believed_at)
     if start is not None:
@@ -262,7 +265,7 @@ def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[C
     assert isinstance(subject, bytes) and isinstance(predicate, str)
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
     assert isinstance(recorded, int) and isinstance(version, int) and isinstance(root, bytes)
-    ph = _predicate_hash(predicate)
+    ph = predicate_hash(predicate)
     changes: list[Change] = [
         Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
         Put(BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
@@ -289,7 +292,7 @@ def _evidence_ids(row: dict[str, object]) -> list[bytes]:
 def _no_longer_current(scope: Scope, loaded: _Loaded) -> Delete:
     subject, predicate = loaded.content["subject"], loaded.content["predicate"]
     assert isinstance(subject, bytes) and isinstance(predicate, str)
-    return Delete(CURRENT, scope.key(subject, _predicate_hash(predicate), loaded.id))
+    return Delete(CURRENT, scope.key(subject, predicate_hash(predicate), loaded.id))
 
 
 def _put_state(scope: Scope, statement_id: bytes, state: dict[str, object]) -> Put:
@@ -325,7 +328,7 @@ def tombstone_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded, reason: s
 
 def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) -> list[bytes]:
     """The current statements of ``subject`` and ``predicate``, oldest id first."""
-    prefix = scope.key(subject, _predicate_hash(predicate))
+    prefix = scope.key(subject, predicate_hash(predicate))
     cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
     found: list[bytes] = []
     if cursor.set_range(prefix):
@@ -339,7 +342,7 @@ def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) 
 
 def load(ctx: PlanContext, scope: Scope, statement_id: bytes, field: str = "id") -> _Loaded:
     """A statement of ``scope`` for a planner; NotFound otherwise."""
-    return _get(ctx.store, ctx.txn, scope, statement_id, field)
+    return get_loaded(ctx.store, ctx.txn, scope, statement_id, field)
 
 
 def plan_create(
@@ -401,7 +404,7 @@ def plan_supersede(
     ctx: PlanContext, scope: Scope, request: StatementSupersede
 ) -> tuple[list[Change], StatementSupersedeOk]:
     """STATEMENT_SUPERSEDE: a new version; the old one is invalidated, never edited."""
-    old = _get(ctx.store, ctx.txn, scope, request.old, "old")
+    old = get_loaded(ctx.store, ctx.txn, scope, request.old, "old")
     if not old.current:
         why = (
             "retracted"
@@ -441,7 +444,7 @@ def plan_tombstone(
     ctx: PlanContext, scope: Scope, request: StatementTombstone
 ) -> tuple[list[Change], StatementTombstoned]:
     """STATEMENT_TOMBSTONE (soft): hidden by default, kept for history and ``as_of``."""
-    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    loaded = get_loaded(ctx.store, ctx.txn, scope, request.id, "id")
     if "tombstoned_at" in loaded.state:
         raise Conflict(f"statement {request.id.hex()} is already tombstoned", field="id")
     changes = tombstone_changes(ctx, scope, loaded, "user_request")
@@ -468,7 +471,7 @@ def retract_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded) -> list[Cha
         _put_state(scope, loaded.id, state),
         _no_longer_current(scope, loaded),
         Delete(
-            BY_SUBJECT, scope.key(subject, _predicate_hash(predicate), _u64(recorded), loaded.id)
+            BY_SUBJECT, scope.key(subject, predicate_hash(predicate), _u64(recorded), loaded.id)
         ),
     ]
     changes += [Delete(BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
@@ -498,104 +501,9 @@ def plan_retract(
     ctx: PlanContext, scope: Scope, request: StatementRetract
 ) -> tuple[list[Change], StatementRetracted]:
     """STATEMENT_RETRACT: the content is gone; a husk keeps ids, chain links and times."""
-    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
+    loaded = get_loaded(ctx.store, ctx.txn, scope, request.id, "id")
     if loaded.retracted:
         raise Conflict(f"statement {request.id.hex()} is already retracted", field="id")
     changes = retract_changes(ctx, scope, loaded)
     changes.append(audit_entry(ctx, scope, "statement_retract", [loaded.id]))
     return changes, StatementRetracted(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
-
-
-# --- reads --------------------------------------------------------------------------------
-
-
-def read_get(ctx: ReadContext, scope: Scope, request: StatementGet) -> StatementGetOk:
-    """STATEMENT_GET: the statement as believed now."""
-    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
-    return StatementGetOk(statement=_to_message(loaded, scope, None))
-
-
-def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> StatementHistoryOk:
-    """STATEMENT_HISTORY: every version of the chain holding ``id``, oldest first."""
-    loaded = _get(ctx.store, ctx.txn, scope, request.id, "id")
-    root = loaded.content["chain_root"]
-    assert isinstance(root, bytes)
-    prefix = scope.key(root)
-    cursor = ctx.txn.cursor(db=ctx.store.table(CHAIN))
-    versions: list[Statement] = []
-    if cursor.set_range(prefix):
-        for key, value in cursor:
-            if not bytes(key).startswith(prefix):
-                break
-            versions.append(
-                _to_message(_get(ctx.store, ctx.txn, scope, bytes(value), "id"), scope, None)
-            )
-    return StatementHistoryOk(versions=tuple(versions))
-
-
-def _scan_ids(
-    ctx: ReadContext, scope: Scope, subject: bytes | None, predicate: str | None
-) -> Iterator[tuple[bytes, bytes]]:
-    """(recorded_at ‖ id, id) for candidate rows, in recorded order when no subject is given."""
-    if subject is None:
-        prefix = scope.key()
-        cursor = ctx.txn.cursor(db=ctx.store.table(BY_TIME))
-        if cursor.set_range(prefix):
-            for key, _ in cursor:
-                raw = bytes(key)
-                if not raw.startswith(prefix):
-                    return
-                tail = raw[len(prefix) :]
-                yield tail, tail[8:]
-        return
-    prefix = (
-        scope.key(subject) if predicate is None else scope.key(subject, _predicate_hash(predicate))
-    )
-    cursor = ctx.txn.cursor(db=ctx.store.table(BY_SUBJECT))
-    found: list[tuple[bytes, bytes]] = []
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            tail = raw[len(scope.key()) + SUBJECT_KEY_BYTES + _PREDICATE_HASH_BYTES :]
-            found.append((tail, tail[8:]))
-    yield from sorted(found)
-
-
-def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> StatementListOk:
-    """STATEMENT_LIST: the filter chain of SEMANTICS.md §6 over rows in recorded order."""
-    if request.as_of is not None and request.as_of > ctx.now:
-        raise AsOfInFuture(
-            f"as_of {request.as_of} is after the record clock ({ctx.now})", field="as_of"
-        )
-    subject: bytes | None = None
-    if request.subject is not None:
-        subject = resolve_for_read(ctx.store, ctx.txn, scope, request.subject)
-        if subject is None:
-            return StatementListOk(statements=())
-    limit = DEFAULT_LIST_LIMIT if request.limit is None else request.limit
-    filters = Filters(
-        kinds=None if request.kind is None else (request.kind,),
-        predicates=None if request.predicate is None else (request.predicate,),
-        valid_at=request.valid_at,
-        include_tombstoned=bool(request.include_tombstoned),
-        include_superseded=bool(request.include_superseded),
-        as_of=request.as_of,
-    )
-    after = request.cursor or b""
-    page: list[Statement] = []
-    more = False
-    last = b""
-    for position, statement_id in _scan_ids(ctx, scope, subject, request.predicate):
-        if position <= after:
-            continue
-        loaded = _get(ctx.store, ctx.txn, scope, statement_id, "id")
-        if not judge(loaded.times(), filters).kept:
-            continue
-        if len(page) == limit:
-            more = True
-            break
-        page.append(_to_message(loaded, scope, request.as_of))
-        last = position
-    return StatementListOk(statements=tuple(page), cursor=last if more else None)

@@ -284,3 +284,23 @@ def test_statements_survive_reopen(tmp_path: Path) -> None:
     with brain.open(tmp_path / "d") as db:
         rows = listing(db, include_superseded=True)
         assert texts(rows) == ["v", "w"] and rows[0].valid_to == 5
+
+
+def test_statements_of_a_merged_entity_answer_as_the_kept_one(db: Database) -> None:
+    from brain.wire.messages.entity_ops import EntityMerge, EntityMergeOk, EntityUnmerge
+
+    a = create(db, "Alexandra", "likes", "chess")
+    b = create(db, "Sasha", "likes", "tea")
+    keep = get(db, a.statement_id).subject
+    gone = get(db, b.statement_id).subject
+    assert isinstance(keep, EntityRef) and isinstance(gone, EntityRef) and keep != gone
+    merged = run(
+        db, Opcode.ENTITY_MERGE, EntityMerge(request_id=rid(), keep=keep.entity, merge=gone.entity)
+    )
+    assert isinstance(merged, EntityMergeOk)
+    assert get(db, b.statement_id).subject == keep
+    assert sorted(texts(listing(db, subject=EntityRef(entity=keep.entity)))) == ["chess", "tea"]
+    assert sorted(texts(listing(db, subject=NameRef(name="Sasha")))) == ["chess", "tea"]
+    run(db, Opcode.ENTITY_UNMERGE, EntityUnmerge(request_id=rid(), merge_id=merged.merge_id))
+    assert get(db, b.statement_id).subject == gone
+    assert texts(listing(db, subject=EntityRef(entity=keep.entity))) == ["chess"]

@@ -50,6 +50,7 @@ TABLES: Final = (
     b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
     b"entities",  # scope ‖ entity_id -> entity row
     b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
+    b"entity_absorbed",  # scope ‖ kept entity ‖ merged entity -> b"" (undone by unmerge)
     b"entity_merges",  # scope ‖ merge_id -> both entities' rows and index names, before/after
     b"statements",  # scope ‖ statement_id -> content row (a husk once retracted)
     b"statement_state",  # scope ‖ statement_id -> later stamps (superseded, tombstoned, closed)
