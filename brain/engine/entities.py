@@ -36,7 +36,7 @@ from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
-from brain.errors import Internal, InvalidArgument, NotFound
+from brain.errors import Conflict, Internal, InvalidArgument, NotFound
 from brain.wire import cbor
 from brain.wire.messages.records import Entity
 from brain.wire.messages.values import EntityRef, MemoryRef, NameRef, PendingRef, SubjectRef
@@ -380,9 +380,14 @@ def resolve_for_write(
     An entity that was merged away answers as the entity it was merged into."""
     store, txn = ctx.store, ctx.txn
     if isinstance(ref, EntityRef):
-        if entity_row(store, txn, scope, ref.entity) is None:
+        row = entity_row(store, txn, scope, ref.entity)
+        if row is None:
             raise NotFound(f"no entity {ref.entity.hex()} in space {scope.space!r}", field=field)
-        return _TAG_ENTITY + canonical_entity(store, txn, scope, ref.entity), []
+        canonical = canonical_entity(store, txn, scope, ref.entity)
+        kept = row if canonical == ref.entity else entity_row(store, txn, scope, canonical)
+        if kept is not None and kept.get("tombstoned_at") is not None:
+            raise Conflict(f"entity {canonical.hex()} is tombstoned", field=field)
+        return _TAG_ENTITY + canonical, []
     if isinstance(ref, MemoryRef):
         if not _exists(store, txn, scope, MEMORIES, ref.memory):
             raise NotFound(f"no memory {ref.memory.hex()} in space {scope.space!r}", field=field)

@@ -22,7 +22,7 @@ from typing import Final
 
 from brain.engine import statements
 from brain.engine.audit import audit_entry
-from brain.engine.memories import BY_SHA, MEMORIES, memory_row
+from brain.engine.memories import BY_SHA, BY_TEXT, MEMORIES, memory_row
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.writer import PlanContext
@@ -42,10 +42,10 @@ def is_forgotten_text(ctx: PlanContext, scope: Scope, sha256: bytes) -> bool:
 
 
 def _all_forgotten(
-    ctx: PlanContext, scope: Scope, memory_ids: list[bytes], now_forgotten: bytes
+    ctx: PlanContext, scope: Scope, memory_ids: list[bytes], now_forgotten: set[bytes]
 ) -> bool:
     for memory_id in memory_ids:
-        if memory_id == now_forgotten:
+        if memory_id in now_forgotten:
             continue
         row = memory_row(ctx.store, ctx.txn, scope, memory_id)
         if row is None or "forgotten" not in row:
@@ -53,8 +53,24 @@ def _all_forgotten(
     return True
 
 
+def _same_text(ctx: PlanContext, scope: Scope, sha: bytes) -> list[bytes]:
+    """Every memory of ``scope`` whose text has this hash (a soft forget lets the same
+    text be stored again, so there may be several)."""
+    prefix = scope.key(sha)
+    cursor = ctx.txn.cursor(db=ctx.store.table(BY_TEXT))
+    found: list[bytes] = []
+    if cursor.set_range(prefix):
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix):
+                break
+            found.append(raw[len(prefix) :])
+    return found
+
+
 def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[Change], ForgetOk]:
-    """FORGET."""
+    """FORGET. A hard forget is keyed on the text: every memory of the space holding
+    the same text loses it, and their dependent statements are retracted."""
     row = memory_row(ctx.store, ctx.txn, scope, request.memory)
     if row is None:
         raise NotFound(f"no memory {request.memory.hex()} in space {scope.space!r}", field="memory")
@@ -65,30 +81,44 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
             memory_id=request.memory, lsn=ctx.lsn, already_forgotten=True, statements_tombstoned=0
         )
         return [], answer
-    updated = dict(row)
-    updated["forgotten"] = request.mode
-    updated["forgotten_at"] = ctx.record_time
     sha = row["sha256"]
     assert isinstance(sha, bytes)
+    targets = {request.memory: row}
+    if request.mode == "hard":
+        for other in _same_text(ctx, scope, sha):
+            other_row = memory_row(ctx.store, ctx.txn, scope, other)
+            if other_row is not None and other_row.get("forgotten") != "hard":
+                targets[other] = other_row
     changes: list[Change] = [Delete(BY_SHA, scope.key(sha))]
     if request.mode == "hard":
-        updated.pop("text", None)
-        updated.pop("vector", None)
         changes.append(Put(LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
-    changes.insert(0, Put(MEMORIES, scope.key(request.memory), cbor.encode(updated)))
-    affected = 0
-    for statement in statements.citing(ctx, scope, request.memory):
-        cited = statements.evidence_of(statement)
-        if statement.retracted or not _all_forgotten(ctx, scope, cited, request.memory):
-            continue
+    for memory_id, memory in targets.items():
+        updated = dict(memory)
+        updated["forgotten"] = request.mode
+        updated.setdefault("forgotten_at", ctx.record_time)
         if request.mode == "hard":
-            changes += statements.retract_changes(ctx, scope, statement)
-        elif "tombstoned_at" not in statement.state:
-            changes += statements.tombstone_changes(ctx, scope, statement, "source_forgotten")
-        else:
-            continue
-        affected += 1
-    changes.append(audit_entry(ctx, scope, f"forget_{request.mode}", [request.memory]))
+            updated["forgotten_at"] = ctx.record_time
+            updated.pop("text", None)
+            updated.pop("vector", None)
+        changes.append(Put(MEMORIES, scope.key(memory_id), cbor.encode(updated)))
+    affected = 0
+    done: set[bytes] = set()
+    forgotten_now = set(targets)
+    for memory_id in targets:
+        for statement in statements.citing(ctx, scope, memory_id):
+            if statement.id in done or statement.retracted:
+                continue
+            if not _all_forgotten(ctx, scope, statements.evidence_of(statement), forgotten_now):
+                continue
+            done.add(statement.id)
+            if request.mode == "hard":
+                changes += statements.retract_changes(ctx, scope, statement)
+            elif "tombstoned_at" not in statement.state:
+                changes += statements.tombstone_changes(ctx, scope, statement, "source_forgotten")
+            else:
+                continue
+            affected += 1
+    changes.append(audit_entry(ctx, scope, f"forget_{request.mode}", list(targets)))
     answer = ForgetOk(
         memory_id=request.memory,
         lsn=ctx.lsn,

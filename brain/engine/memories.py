@@ -28,6 +28,7 @@ __all__ = ["get_memory", "memory_row", "plan_encode", "read_memory_get"]
 MEMORIES: Final = b"memories"
 BY_SHA: Final = b"memory_by_sha"
 FORGET_LEDGER: Final = b"forget_ledger"
+BY_TEXT: Final = b"memory_by_text"
 
 
 def _row(raw: bytes) -> dict[str, object]:
@@ -104,6 +105,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
     changes: list[Change] = [
         Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
         Put(BY_SHA, scope.key(digest), memory_id),
+        Put(BY_TEXT, scope.key(digest, memory_id), b""),
         *override,
     ]
     answer = EncodeOk(

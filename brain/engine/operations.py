@@ -126,7 +126,9 @@ def _replay_buffer(
     all_changes: list[Change] = []
     answers: list[bytes] = []
     for index, write in enumerate(writes):
-        step = PlanContext(ctx.store, ctx.txn, lsn, record_time, write.ids.replay())
+        step = PlanContext(
+            ctx.store, ctx.txn, lsn, record_time, write.ids.replay(), actor=ctx.actor
+        )
         try:
             planned = plan_write(step, namespace, write.opcode, write.request)
         except BrainError as exc:

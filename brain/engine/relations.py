@@ -36,6 +36,7 @@ from typing import Final
 import lmdb
 
 from brain.engine import schema
+from brain.engine.audit import audit_entry
 from brain.engine.entities import entity_row, ref_of_key, resolve_for_read, resolve_for_write
 from brain.engine.filters import Filters, judge
 from brain.engine.plan import Change, apply_changes
@@ -328,6 +329,7 @@ def plan_tombstone(
     changes: list[Change] = [
         state_change(scope, loaded.id, state),
         *no_longer_current(scope, loaded),
+        audit_entry(ctx, scope, "relation_tombstone", [loaded.id], reason=request.reason),
     ]
     return changes, RelationTombstoned(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 

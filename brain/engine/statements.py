@@ -30,6 +30,7 @@ import lmdb
 from brain.engine.audit import audit_entry
 from brain.engine.entities import (
     ENTITY_TAG,
+    absorbed,
     canonical_entity,
     ref_of_key,
     resolve_for_write,
@@ -222,6 +223,11 @@ def _check_references(ctx: PlanContext, scope: Scope, draft: StatementDraft, pre
         field = f"{prefix}evidence[{i}]"
         if memory is None:
             raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
+        if "forgotten" in memory:
+            raise Conflict(
+                f"memory {cited.memory.hex()} was forgotten and cannot be cited",
+                field=f"{field}.memory",
+            )
         if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
             raise InvalidArgument(
                 "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
@@ -312,7 +318,12 @@ def superseded_changes(
         and (new_valid_from is not None)
     ):
         # SEMANTICS.md §3: closed from this record time on, never rewritten.
-        state["closed_valid_to"] = new_valid_from
+        # A new version valid from before the old one began leaves the old one an
+        # empty interval [from, from), never an inverted one.
+        old_from = old.int_field("valid_from")
+        state["closed_valid_to"] = (
+            new_valid_from if old_from is None else max(new_valid_from, old_from)
+        )
         state["closed_at"] = ctx.record_time
     return [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
 
@@ -326,12 +337,25 @@ def tombstone_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded, reason: s
     return [_put_state(scope, loaded.id, state), _no_longer_current(scope, loaded)]
 
 
+def _canonical_subject(ctx: PlanContext, scope: Scope, subject: object) -> bytes:
+    assert isinstance(subject, bytes)
+    if subject[:1] != ENTITY_TAG:
+        return subject
+    return ENTITY_TAG + canonical_entity(ctx.store, ctx.txn, scope, subject[1:])
+
+
 def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) -> list[bytes]:
-    """The current statements of ``subject`` and ``predicate``, oldest id first."""
-    prefix = scope.key(subject, predicate_hash(predicate))
+    """The current statements of ``subject`` and ``predicate`` (including those stored
+    under entities merged into it), oldest id first per subject."""
+    subjects = [subject]
+    if subject[:1] == ENTITY_TAG:
+        subjects += [ENTITY_TAG + e for e in absorbed(ctx.store, ctx.txn, scope, subject[1:])]
     cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
     found: list[bytes] = []
-    if cursor.set_range(prefix):
+    for each in subjects:
+        prefix = scope.key(each, predicate_hash(predicate))
+        if not cursor.set_range(prefix):
+            continue
         for key, _ in cursor:
             raw = bytes(key)
             if not raw.startswith(prefix):
@@ -418,7 +442,7 @@ def plan_supersede(
     draft = request.new
     _check_references(ctx, scope, draft, "new.")
     subject, changes = resolve_for_write(ctx, scope, draft.subject, "new.subject")
-    if subject != old.content["subject"]:
+    if subject != _canonical_subject(ctx, scope, old.content["subject"]):
         raise InvalidArgument("a new version must have the same subject", field="new.subject")
     statement_id = ctx.ids.new()
     version = int(str(old.content["version"])) + 1

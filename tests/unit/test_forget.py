@@ -147,3 +147,20 @@ def test_soft_then_hard(db: Database) -> None:
     assert forget(db, m, "soft").already_forgotten
     with pytest.raises(NotFound):
         db.execute(NS, Opcode.FORGET, Forget(request_id=rid(), memory=rid(), mode="soft"))
+
+
+def test_hard_forget_reaches_every_copy_of_the_text(db: Database) -> None:
+    first = remember(db, "said twice")
+    forget(db, first, "soft")
+    second = remember(db, "said twice")
+    claim_second = claim(db, "claim on the second copy", second)
+    assert second.memory_id != first.memory_id
+    done = forget(db, first, "hard")
+    assert done.statements_tombstoned == 1
+    for copy in (first, second):
+        got = db.execute(NS, Opcode.MEMORY_GET, MemoryGet(id=copy.memory_id))
+        assert isinstance(got, MemoryGetOk)
+        assert got.memory.forgotten == "hard" and got.memory.text is None
+    assert statement(db, claim_second).statement.tombstone_reason == "retracted"
+    with pytest.raises(Forgotten):
+        remember(db, "said twice")

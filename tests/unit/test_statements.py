@@ -304,3 +304,57 @@ def test_statements_of_a_merged_entity_answer_as_the_kept_one(db: Database) -> N
     run(db, Opcode.ENTITY_UNMERGE, EntityUnmerge(request_id=rid(), merge_id=merged.merge_id))
     assert get(db, b.statement_id).subject == gone
     assert texts(listing(db, subject=EntityRef(entity=keep.entity))) == ["chess"]
+
+
+def test_gone_records_cannot_be_written_against(db: Database) -> None:
+    from brain.wire.messages.entity_ops import EntityTombstone
+    from brain.wire.messages.memory_ops import Forget
+    from brain.wire.messages.records import Evidence
+
+    s = create(db, "Gone", "p", "v")
+    entity = get(db, s.statement_id).subject
+    assert isinstance(entity, EntityRef)
+    run(db, Opcode.ENTITY_TOMBSTONE, EntityTombstone(request_id=rid(), id=entity.entity))
+    with pytest.raises(Conflict) as info:
+        run(
+            db,
+            Opcode.STATEMENT_CREATE,
+            StatementCreate(
+                request_id=rid(),
+                kind="fact",
+                subject=entity,
+                predicate="p",
+                object_=TextValue(text="w"),
+            ),
+        )
+    assert info.value.field == "subject"
+    memory = run(db, Opcode.ENCODE, Encode(request_id=rid(), text="to forget"))
+    assert isinstance(memory, EncodeOk)
+    run(db, Opcode.FORGET, Forget(request_id=rid(), memory=memory.memory_id, mode="hard"))
+    with pytest.raises(Conflict) as cited:
+        create(db, "Other", "p", "v", evidence=(Evidence(memory=memory.memory_id),))
+    assert cited.value.field == "evidence[0].memory"
+
+
+def test_a_version_valid_from_before_the_old_one_leaves_it_empty(db: Database) -> None:
+    old = create(db, "Inv", "p", "old", valid_from=100)
+    supersede(db, old.statement_id, "Inv", "p", "new", valid_from=50)
+    shown = get(db, old.statement_id)
+    assert (shown.valid_from, shown.valid_to) == (100, 100)
+
+
+def test_merged_entities_share_stateful_values_and_chains(db: Database) -> None:
+    from brain.wire.messages.entity_ops import EntityMerge
+    from brain.wire.messages.schema_ops import PredicateDecl, SchemaPut
+
+    run(db, Opcode.SCHEMA_PUT, SchemaPut(predicates=(PredicateDecl(name="home", stateful=True),)))
+    a = create(db, "Kim", "home", "Oslo")
+    b = create(db, "Kimberly", "home", "Rome")
+    keep, gone = get(db, a.statement_id).subject, get(db, b.statement_id).subject
+    assert isinstance(keep, EntityRef) and isinstance(gone, EntityRef)
+    run(db, Opcode.ENTITY_MERGE, EntityMerge(request_id=rid(), keep=keep.entity, merge=gone.entity))
+    # A statement stored under the merged entity can be superseded through the kept one.
+    supersede(db, b.statement_id, "Kim", "home", "Paris")
+    third = create(db, "Kim", "home", "Lima")
+    assert third.superseded is not None
+    assert texts(listing(db, subject=NameRef(name="Kim"), predicate="home")) == ["Lima"]

@@ -48,6 +48,7 @@ TABLES: Final = (
     b"idempotency_by_time",  # scope ‖ recorded_at ‖ request_id -> b"" (for the sweep)
     b"memories",  # scope ‖ memory_id -> memory row
     b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
+    b"memory_by_text",  # scope ‖ sha256 ‖ memory_id -> b"" (every memory with that text)
     b"entities",  # scope ‖ entity_id -> entity row
     b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
     b"entity_absorbed",  # scope ‖ kept entity ‖ merged entity -> b"" (undone by unmerge)
