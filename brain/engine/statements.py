@@ -453,6 +453,13 @@ def plan_supersede(
     )
     changes += _insert(scope, statement_id, row)
     changes += superseded_changes(ctx, scope, old, statement_id, draft.valid_from)
+    if load_schema(ctx.store, ctx.txn, scope).is_stateful(draft.predicate):
+        # The new version may switch to a stateful predicate the subject already holds:
+        # it becomes that predicate's one current value (SEMANTICS.md §3).
+        for other_id in current_ids(ctx, scope, subject, draft.predicate):
+            other = load(ctx, scope, other_id)
+            if other.id != old.id and other.content.get("predicate") == draft.predicate:
+                changes += superseded_changes(ctx, scope, other, statement_id, draft.valid_from)
     answer = StatementSupersedeOk(
         statement_id=statement_id,
         lsn=ctx.lsn,
