@@ -358,3 +358,46 @@ def test_merged_entities_share_stateful_values_and_chains(db: Database) -> None:
     third = create(db, "Kim", "home", "Lima")
     assert third.superseded is not None
     assert texts(listing(db, subject=NameRef(name="Kim"), predicate="home")) == ["Lima"]
+
+
+def test_every_statement_write_is_idempotent(db: Database) -> None:
+    from brain.wire.messages.memory_ops import Forget
+    from brain.wire.messages.records import Evidence
+
+    memory = run(db, Opcode.ENCODE, Encode(request_id=rid(), text="seen"))
+    assert isinstance(memory, EncodeOk)
+    base = create(db, "Idem", "p", "v", evidence=(Evidence(memory=memory.memory_id),))
+    other = create(db, "Idem", "q", "w")
+    requests: list[tuple[Opcode, Message]] = [
+        (
+            Opcode.STATEMENT_CREATE,
+            StatementCreate(
+                request_id=rid(),
+                kind="fact",
+                subject=NameRef(name="Idem"),
+                predicate="r",
+                object_=TextValue(text="x"),
+            ),
+        ),
+        (
+            Opcode.STATEMENT_SUPERSEDE,
+            StatementSupersede(
+                request_id=rid(),
+                old=base.statement_id,
+                new=StatementDraft(
+                    kind="fact",
+                    subject=NameRef(name="Idem"),
+                    predicate="p",
+                    object_=TextValue(text="v2"),
+                ),
+            ),
+        ),
+        (Opcode.STATEMENT_TOMBSTONE, StatementTombstone(request_id=rid(), id=other.statement_id)),
+        (Opcode.STATEMENT_RETRACT, StatementRetract(request_id=rid(), id=other.statement_id)),
+        (Opcode.FORGET, Forget(request_id=rid(), memory=memory.memory_id, mode="soft")),
+    ]
+    for opcode, request in requests:
+        first = db.submit(NS, opcode, request).result()
+        lsn = db.applied_lsn
+        assert db.submit(NS, opcode, request).result() == first, opcode.name
+        assert db.applied_lsn == lsn, f"a repeated {opcode.name} must change nothing"
