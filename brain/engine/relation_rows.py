@@ -33,6 +33,7 @@ from brain.engine.filters import RowTimes, validity_at
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
+from brain.engine.store.rows import load_row, opt_int
 from brain.errors import NotFound
 from brain.wire import cbor
 from brain.wire.messages.records import Relation
@@ -82,22 +83,6 @@ def _u64(value: int) -> bytes:
     return value.to_bytes(_RECORDED_AT_BYTES, "big")
 
 
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) else None
-
-
-def load_row(
-    store: Store, txn: lmdb.Transaction, table: bytes, key: bytes
-) -> dict[str, object] | None:
-    """The CBOR map stored under ``key`` in ``table``, or None."""
-    raw = txn.get(key, db=store.table(table))
-    if raw is None:
-        return None
-    row = cbor.decode(bytes(raw))
-    assert isinstance(row, dict)
-    return {str(k): v for k, v in row.items()}
-
-
 @dataclass(frozen=True, slots=True)
 class LoadedRelation:
     """A relation's content row and state row, as read in one transaction."""
@@ -132,12 +117,12 @@ class LoadedRelation:
             predicate=self.type_,  # the type step of the chain matches relation types
             confidence=float(confidence),
             recorded_at=int(str(content["recorded_at"])),
-            valid_from=_opt_int(content.get("valid_from")),
-            valid_to=_opt_int(content.get("valid_to")),
-            closed_valid_to=_opt_int(state.get("closed_valid_to")),
-            closed_at=_opt_int(state.get("closed_at")),
-            record_invalidated_at=_opt_int(state.get("record_invalidated_at")),
-            tombstoned_at=_opt_int(state.get("tombstoned_at")),
+            valid_from=opt_int(content.get("valid_from")),
+            valid_to=opt_int(content.get("valid_to")),
+            closed_valid_to=opt_int(state.get("closed_valid_to")),
+            closed_at=opt_int(state.get("closed_at")),
+            record_invalidated_at=opt_int(state.get("record_invalidated_at")),
+            tombstoned_at=opt_int(state.get("tombstoned_at")),
             superseded="superseded_by" in state,
         )
 

@@ -41,6 +41,7 @@ from brain.engine.review_queue import queue_review
 from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
+from brain.engine.store.rows import load_row, opt_int
 from brain.engine.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
 from brain.wire import cbor
@@ -90,17 +91,6 @@ def _u64(value: int) -> bytes:
     return value.to_bytes(8, "big")
 
 
-def _load(
-    store: Store, txn: lmdb.Transaction, table: bytes, key: bytes
-) -> dict[str, object] | None:
-    raw = txn.get(key, db=store.table(table))
-    if raw is None:
-        return None
-    row = cbor.decode(bytes(raw))
-    assert isinstance(row, dict)
-    return {str(k): v for k, v in row.items()}
-
-
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     id: bytes
@@ -130,30 +120,26 @@ class _Loaded:
             valid_from=self.int_field("valid_from"),
             valid_to=self.int_field("valid_to"),
             event_at=self.int_field("event_at"),
-            closed_valid_to=_opt_int(state.get("closed_valid_to")),
-            closed_at=_opt_int(state.get("closed_at")),
-            record_invalidated_at=_opt_int(state.get("record_invalidated_at")),
-            tombstoned_at=_opt_int(state.get("tombstoned_at")),
+            closed_valid_to=opt_int(state.get("closed_valid_to")),
+            closed_at=opt_int(state.get("closed_at")),
+            record_invalidated_at=opt_int(state.get("record_invalidated_at")),
+            tombstoned_at=opt_int(state.get("tombstoned_at")),
             superseded="superseded_by" in state,
             retracted=self.retracted,
         )
 
 
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) else None
-
-
 def get_loaded(
     store: Store, txn: lmdb.Transaction, scope: Scope, statement_id: bytes, field: str
 ) -> _Loaded:
-    content = _load(store, txn, STATEMENTS, scope.key(statement_id))
+    content = load_row(store, txn, STATEMENTS, scope.key(statement_id))
     if (
         content is None
         or content.get("namespace") != scope.namespace
         or content.get("space") != scope.space
     ):
         raise NotFound(f"no statement {statement_id.hex()} in space {scope.space!r}", field=field)
-    state = _load(store, txn, STATE, scope.key(statement_id)) or {}
+    state = load_row(store, txn, STATE, scope.key(statement_id)) or {}
     return _Loaded(statement_id, content, state)
 
 
@@ -219,7 +205,7 @@ def _check_references(ctx: PlanContext, scope: Scope, draft: StatementDraft, pre
                     f"no {attr} {rid.hex()} in this space", field=f"{prefix}object.{attr}"
                 )
     for i, cited in enumerate(draft.evidence or ()):
-        memory = _load(store, txn, MEMORIES, scope.key(cited.memory))
+        memory = load_row(store, txn, MEMORIES, scope.key(cited.memory))
         field = f"{prefix}evidence[{i}]"
         if memory is None:
             raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")

@@ -1,0 +1,27 @@
+"""Reading the CBOR rows every table stores."""
+
+from __future__ import annotations
+
+import lmdb
+
+from brain.engine.store.env import Store
+from brain.wire import cbor
+
+__all__ = ["load_row", "opt_int"]
+
+
+def load_row(
+    store: Store, txn: lmdb.Transaction, table: bytes, key: bytes
+) -> dict[str, object] | None:
+    """The CBOR map stored under ``key`` in ``table``, or None."""
+    raw = txn.get(key, db=store.table(table))
+    if raw is None:
+        return None
+    row = cbor.decode(bytes(raw))
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
+def opt_int(value: object) -> int | None:
+    """``value`` when it is an integer, else None (an absent time)."""
+    return value if isinstance(value, int) else None
