@@ -8,6 +8,7 @@ same text in the same space is stored once (WIRE.md §8 ENCODE).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Final
 
 import lmdb
@@ -18,12 +19,12 @@ from brain.engine.reads import ReadContext
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
-from brain.errors import Forgotten, NotFound
+from brain.errors import Conflict, Forgotten, InvalidArgument, NotFound
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
-from brain.wire.messages.records import Memory
+from brain.wire.messages.records import Evidence, Memory
 
-__all__ = ["get_memory", "memory_row", "plan_encode", "read_memory_get"]
+__all__ = ["check_citations", "get_memory", "memory_row", "plan_encode", "read_memory_get"]
 
 MEMORIES: Final = b"memories"
 BY_SHA: Final = b"memory_by_sha"
@@ -57,6 +58,31 @@ def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: byt
     shown = {"text", "sha256", "occurred_at", "context", "forgotten", "forgotten_at"}
     fields = {k: v for k, v in row.items() if k in shown}
     return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
+
+
+def check_citations(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    evidence: Iterable[Evidence],
+    prefix: str,
+) -> None:
+    """Each cited memory exists in ``scope``, is not forgotten, and holds the text
+    whose hash is cited; errors name ``{prefix}evidence[i]``."""
+    for i, cited in enumerate(evidence):
+        memory = memory_row(store, txn, scope, cited.memory)
+        field = f"{prefix}evidence[{i}]"
+        if memory is None:
+            raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
+        if "forgotten" in memory:
+            raise Conflict(
+                f"memory {cited.memory.hex()} was forgotten and cannot be cited",
+                field=f"{field}.memory",
+            )
+        if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
+            raise InvalidArgument(
+                "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
+            )
 
 
 def read_memory_get(ctx: ReadContext, scope: Scope, request: MemoryGet) -> MemoryGetOk:

@@ -33,8 +33,8 @@ from brain.engine.filters import RowTimes, validity_at
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
-from brain.engine.store.rows import load_row, opt_int
-from brain.errors import NotFound
+from brain.engine.store.rows import load_row
+from brain.engine.versioned import Versioned, load_versioned
 from brain.wire import cbor
 from brain.wire.messages.records import Relation
 
@@ -84,17 +84,8 @@ def _u64(value: int) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class LoadedRelation:
+class LoadedRelation(Versioned):
     """A relation's content row and state row, as read in one transaction."""
-
-    id: bytes
-    content: dict[str, object]
-    state: dict[str, object]
-
-    @property
-    def current(self) -> bool:
-        """Neither superseded nor tombstoned."""
-        return "superseded_by" not in self.state and "tombstoned_at" not in self.state
 
     @property
     def type_(self) -> str:
@@ -109,21 +100,13 @@ class LoadedRelation:
 
     def times(self) -> RowTimes:
         """What the filter chain judges the relation by."""
-        state, content = self.state, self.content
-        confidence = content["confidence"]
+        confidence = self.content["confidence"]
         assert isinstance(confidence, int | float)
         return RowTimes(
             kind=None,
             predicate=self.type_,  # the type step of the chain matches relation types
             confidence=float(confidence),
-            recorded_at=int(str(content["recorded_at"])),
-            valid_from=opt_int(content.get("valid_from")),
-            valid_to=opt_int(content.get("valid_to")),
-            closed_valid_to=opt_int(state.get("closed_valid_to")),
-            closed_at=opt_int(state.get("closed_at")),
-            record_invalidated_at=opt_int(state.get("record_invalidated_at")),
-            tombstoned_at=opt_int(state.get("tombstoned_at")),
-            superseded="superseded_by" in state,
+            **self.record_axis(),  # type: ignore[arg-type]
         )
 
 
@@ -131,16 +114,10 @@ def load_relation(
     store: Store, txn: lmdb.Transaction, scope: Scope, relation_id: bytes, field: str
 ) -> LoadedRelation:
     """The relation ``relation_id`` of ``scope``; NOT_FOUND (on ``field``) otherwise."""
-    content = load_row(store, txn, RELATIONS, scope.key(relation_id))
-    # Keys are scope-prefixed already; the row's own scope is checked as a second lock.
-    if (
-        content is None
-        or content.get("namespace") != scope.namespace
-        or content.get("space") != scope.space
-    ):
-        raise NotFound(f"no relation {relation_id.hex()} in space {scope.space!r}", field=field)
-    state = load_row(store, txn, STATE, scope.key(relation_id)) or {}
-    return LoadedRelation(relation_id, content, state)
+    row = load_versioned(
+        store, txn, scope, (RELATIONS, STATE), relation_id, what="relation", field=field
+    )
+    return LoadedRelation(row.id, row.content, row.state)
 
 
 def relation_message(loaded: LoadedRelation, believed_at: int | None) -> Relation:

@@ -39,6 +39,7 @@ from brain.engine import schema
 from brain.engine.audit import audit_entry
 from brain.engine.entities import entity_row, ref_of_key, resolve_for_read, resolve_for_write
 from brain.engine.filters import Filters, judge
+from brain.engine.memories import check_citations
 from brain.engine.plan import Change, apply_changes
 from brain.engine.reads import ReadContext
 from brain.engine.relation_rows import (
@@ -49,13 +50,13 @@ from brain.engine.relation_rows import (
     edges_of,
     insert_changes,
     load_relation,
-    load_row,
     no_longer_current,
     relation_message,
     state_change,
 )
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
+from brain.engine.versioned import superseded_state, tombstoned_state
 from brain.engine.writer import PlanContext
 from brain.errors import (
     AsOfInFuture,
@@ -65,7 +66,7 @@ from brain.errors import (
     InvalidArgument,
     NotFound,
 )
-from brain.wire.messages.records import Evidence, Relation
+from brain.wire.messages.records import Relation
 from brain.wire.messages.relation_ops import (
     RelationCreate,
     RelationCreateOk,
@@ -137,21 +138,6 @@ undeclared); tests replace it to exercise each rule."""
 
 
 # --- writes -------------------------------------------------------------------------------
-
-
-def _check_evidence(
-    ctx: PlanContext, scope: Scope, evidence: Collection[Evidence], prefix: str
-) -> None:
-    """Cited memories exist in the scope, and hold the text whose hash is cited."""
-    for i, cited in enumerate(evidence):
-        memory = load_row(ctx.store, ctx.txn, MEMORIES, scope.key(cited.memory))
-        field = f"{prefix}evidence[{i}]"
-        if memory is None:
-            raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
-        if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
-            raise InvalidArgument(
-                "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
-            )
 
 
 def _resolve_ends(
@@ -252,13 +238,7 @@ def _new_version(
     assert isinstance(root, bytes)
     version = int(str(old.content["version"])) + 1
     row = _content(ctx, scope, draft, ends=ends, chain=(version, root), supersedes=old.id)
-    state = dict(old.state)
-    state["superseded_by"] = relation_id
-    state["record_invalidated_at"] = ctx.record_time
-    if old.content.get("valid_to") is None and draft.valid_from is not None:
-        # The split of SEMANTICS.md §3: closed from this record time on, never rewritten.
-        state["closed_valid_to"] = draft.valid_from
-        state["closed_at"] = ctx.record_time
+    state = superseded_state(old, relation_id, draft.valid_from, ctx.record_time)
     changes = insert_changes(scope, relation_id, row)
     changes += [state_change(scope, old.id, state), *no_longer_current(scope, old)]
     return relation_id, changes
@@ -268,7 +248,7 @@ def plan_create(
     ctx: PlanContext, scope: Scope, request: RelationCreate
 ) -> tuple[list[Change], RelationCreateOk]:
     """RELATION_CREATE; a constrained cardinality supersedes the current edge it replaces."""
-    _check_evidence(ctx, scope, request.evidence or (), "")
+    check_citations(ctx.store, ctx.txn, scope, request.evidence or (), "")
     from_key, to_key, changes = _resolve_ends(ctx, scope, request, "")
     conflicting = _conflicting(ctx, scope, request.type_, from_key, to_key)
     if len(conflicting) > 1:
@@ -298,7 +278,7 @@ def plan_supersede(
             field="old",
         )
     draft = request.new
-    _check_evidence(ctx, scope, draft.evidence or (), "new.")
+    check_citations(ctx.store, ctx.txn, scope, draft.evidence or (), "new.")
     from_key, to_key, changes = _resolve_ends(ctx, scope, draft, "new.")
     if from_key != old.end("from"):
         raise InvalidArgument("a new version must have the same from entity", field="new.from")
@@ -320,12 +300,9 @@ def plan_tombstone(
     loaded = load_relation(ctx.store, ctx.txn, scope, request.id, "id")
     if "tombstoned_at" in loaded.state:
         raise Conflict(f"relation {request.id.hex()} is already tombstoned", field="id")
-    state = dict(loaded.state)
-    state["tombstoned_at"] = ctx.record_time
-    state["tombstone_reason"] = "user_request"
+    state = tombstoned_state(loaded, "user_request", ctx.record_time)
     if request.reason is not None:
         state["tombstone_note"] = request.reason
-    state.setdefault("record_invalidated_at", ctx.record_time)
     changes: list[Change] = [
         state_change(scope, loaded.id, state),
         *no_longer_current(scope, loaded),

@@ -20,6 +20,7 @@ from brain.engine.statements import (
     PREDICATE_HASH_BYTES,
     get_loaded,
     predicate_hash,
+    statement_times,
     to_message,
 )
 from brain.errors import AsOfInFuture
@@ -133,7 +134,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> Stateme
         if position <= after:
             continue
         loaded = get_loaded(ctx.store, ctx.txn, scope, statement_id, "id")
-        if not judge(loaded.times(), filters).kept:
+        if not judge(statement_times(loaded), filters).kept:
             continue
         if len(page) == limit:
             more = True

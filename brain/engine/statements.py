@@ -22,7 +22,6 @@ at the query's ``as_of`` (SEMANTICS.md §3).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Final
 
 import lmdb
@@ -36,12 +35,18 @@ from brain.engine.entities import (
     resolve_for_write,
 )
 from brain.engine.filters import RowTimes, validity_at
+from brain.engine.memories import check_citations
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.review_queue import queue_review
 from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
-from brain.engine.store.rows import load_row, opt_int
+from brain.engine.versioned import (
+    Versioned,
+    load_versioned,
+    superseded_state,
+    tombstoned_state,
+)
 from brain.engine.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
 from brain.wire import cbor
@@ -66,6 +71,7 @@ __all__ = [
     "plan_tombstone",
     "get_loaded",
     "predicate_hash",
+    "statement_times",
     "to_message",
 ]
 
@@ -91,60 +97,29 @@ def _u64(value: int) -> bytes:
     return value.to_bytes(8, "big")
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    id: bytes
-    content: dict[str, object]
-    state: dict[str, object]
-
-    @property
-    def retracted(self) -> bool:
-        return self.state.get("tombstone_reason") == "retracted"
-
-    @property
-    def current(self) -> bool:
-        return "superseded_by" not in self.state and "tombstoned_at" not in self.state
-
-    def int_field(self, name: str) -> int | None:
-        value = self.content.get(name)
-        return value if isinstance(value, int) else None
-
-    def times(self) -> RowTimes:
-        state = self.state
-        confidence = self.content.get("confidence")
-        return RowTimes(
-            kind=str(self.content["kind"]) if "kind" in self.content else None,
-            predicate=str(self.content["predicate"]) if "predicate" in self.content else None,
-            confidence=float(confidence) if isinstance(confidence, int | float) else None,
-            recorded_at=int(str(self.content["recorded_at"])),
-            valid_from=self.int_field("valid_from"),
-            valid_to=self.int_field("valid_to"),
-            event_at=self.int_field("event_at"),
-            closed_valid_to=opt_int(state.get("closed_valid_to")),
-            closed_at=opt_int(state.get("closed_at")),
-            record_invalidated_at=opt_int(state.get("record_invalidated_at")),
-            tombstoned_at=opt_int(state.get("tombstoned_at")),
-            superseded="superseded_by" in state,
-            retracted=self.retracted,
-        )
+def statement_times(loaded: Versioned) -> RowTimes:
+    """What the filter chain judges a statement by."""
+    c = loaded.content
+    confidence = c.get("confidence")
+    return RowTimes(
+        kind=str(c["kind"]) if "kind" in c else None,
+        predicate=str(c["predicate"]) if "predicate" in c else None,
+        confidence=float(confidence) if isinstance(confidence, int | float) else None,
+        **loaded.record_axis(),  # type: ignore[arg-type]
+    )
 
 
 def get_loaded(
     store: Store, txn: lmdb.Transaction, scope: Scope, statement_id: bytes, field: str
-) -> _Loaded:
-    content = load_row(store, txn, STATEMENTS, scope.key(statement_id))
-    if (
-        content is None
-        or content.get("namespace") != scope.namespace
-        or content.get("space") != scope.space
-    ):
-        raise NotFound(f"no statement {statement_id.hex()} in space {scope.space!r}", field=field)
-    state = load_row(store, txn, STATE, scope.key(statement_id)) or {}
-    return _Loaded(statement_id, content, state)
+) -> Versioned:
+    """The statement ``statement_id`` of ``scope``; NOT_FOUND otherwise."""
+    return load_versioned(
+        store, txn, scope, (STATEMENTS, STATE), statement_id, what="statement", field=field
+    )
 
 
 def to_message(
-    loaded: _Loaded,
+    loaded: Versioned,
     scope: Scope,
     believed_at: int | None,
     store: Store | None = None,
@@ -178,7 +153,7 @@ def to_message(
         # The statements of a merged entity answer as the kept one's (SEMANTICS.md §7).
         subject = ENTITY_TAG + canonical_entity(store, txn, scope, subject[1:])
     wire["subject"] = ref_of_key(subject).to_wire()
-    start, end = validity_at(loaded.times(), believed_at)
+    start, end = validity_at(statement_times(loaded), believed_at)
     if start is not None:
         wire["valid_from"] = start
     if end is not None:
@@ -204,20 +179,7 @@ def _check_references(ctx: PlanContext, scope: Scope, draft: StatementDraft, pre
                 raise NotFound(
                     f"no {attr} {rid.hex()} in this space", field=f"{prefix}object.{attr}"
                 )
-    for i, cited in enumerate(draft.evidence or ()):
-        memory = load_row(store, txn, MEMORIES, scope.key(cited.memory))
-        field = f"{prefix}evidence[{i}]"
-        if memory is None:
-            raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
-        if "forgotten" in memory:
-            raise Conflict(
-                f"memory {cited.memory.hex()} was forgotten and cannot be cited",
-                field=f"{field}.memory",
-            )
-        if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
-            raise InvalidArgument(
-                "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
-            )
+    check_citations(store, txn, scope, draft.evidence or (), prefix)
 
 
 def _content(
@@ -281,7 +243,7 @@ def _evidence_ids(row: dict[str, object]) -> list[bytes]:
     ]
 
 
-def _no_longer_current(scope: Scope, loaded: _Loaded) -> Delete:
+def _no_longer_current(scope: Scope, loaded: Versioned) -> Delete:
     subject, predicate = loaded.content["subject"], loaded.content["predicate"]
     assert isinstance(subject, bytes) and isinstance(predicate, str)
     return Delete(CURRENT, scope.key(subject, predicate_hash(predicate), loaded.id))
@@ -292,34 +254,18 @@ def _put_state(scope: Scope, statement_id: bytes, state: dict[str, object]) -> P
 
 
 def superseded_changes(
-    ctx: PlanContext, scope: Scope, old: _Loaded, new_id: bytes, new_valid_from: int | None
+    ctx: PlanContext, scope: Scope, old: Versioned, new_id: bytes, new_valid_from: int | None
 ) -> list[Change]:
     """Stamp ``old`` as superseded by ``new_id`` now, with the validity split of §3."""
-    state = dict(old.state)
-    state["superseded_by"] = new_id
-    state.setdefault("record_invalidated_at", ctx.record_time)
-    if (
-        old.int_field("valid_to") is None
-        and old.int_field("event_at") is None
-        and (new_valid_from is not None)
-    ):
-        # SEMANTICS.md §3: closed from this record time on, never rewritten.
-        # A new version valid from before the old one began leaves the old one an
-        # empty interval [from, from), never an inverted one.
-        old_from = old.int_field("valid_from")
-        state["closed_valid_to"] = (
-            new_valid_from if old_from is None else max(new_valid_from, old_from)
-        )
-        state["closed_at"] = ctx.record_time
+    state = superseded_state(old, new_id, new_valid_from, ctx.record_time)
     return [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
 
 
-def tombstone_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded, reason: str) -> list[Change]:
+def tombstone_changes(
+    ctx: PlanContext, scope: Scope, loaded: Versioned, reason: str
+) -> list[Change]:
     """Stamp ``loaded`` tombstoned now with ``tombstone_reason`` ``reason``."""
-    state = dict(loaded.state)
-    state["tombstoned_at"] = ctx.record_time
-    state["tombstone_reason"] = reason
-    state.setdefault("record_invalidated_at", ctx.record_time)
+    state = tombstoned_state(loaded, reason, ctx.record_time)
     return [_put_state(scope, loaded.id, state), _no_longer_current(scope, loaded)]
 
 
@@ -350,7 +296,7 @@ def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) 
     return found
 
 
-def load(ctx: PlanContext, scope: Scope, statement_id: bytes, field: str = "id") -> _Loaded:
+def load(ctx: PlanContext, scope: Scope, statement_id: bytes, field: str = "id") -> Versioned:
     """A statement of ``scope`` for a planner; NotFound otherwise."""
     return get_loaded(ctx.store, ctx.txn, scope, statement_id, field)
 
@@ -471,7 +417,7 @@ def plan_tombstone(
     return changes, StatementTombstoned(id=loaded.id, lsn=ctx.lsn, tombstoned_at=ctx.record_time)
 
 
-def retract_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded) -> list[Change]:
+def retract_changes(ctx: PlanContext, scope: Scope, loaded: Versioned) -> list[Change]:
     """Reduce ``loaded`` to a husk now: ids, chain links and record times only."""
     c = loaded.content
     keep = ("namespace", "space", "recorded_at", "version", "chain_root", "supersedes")
@@ -495,11 +441,11 @@ def retract_changes(ctx: PlanContext, scope: Scope, loaded: _Loaded) -> list[Cha
     return changes
 
 
-def citing(ctx: PlanContext, scope: Scope, memory_id: bytes) -> list[_Loaded]:
+def citing(ctx: PlanContext, scope: Scope, memory_id: bytes) -> list[Versioned]:
     """Every statement of ``scope`` that cites ``memory_id`` as evidence."""
     prefix = scope.key(memory_id)
     cursor = ctx.txn.cursor(db=ctx.store.table(BY_EVIDENCE))
-    found: list[_Loaded] = []
+    found: list[Versioned] = []
     if cursor.set_range(prefix):
         for key, _ in cursor:
             raw = bytes(key)
@@ -509,7 +455,7 @@ def citing(ctx: PlanContext, scope: Scope, memory_id: bytes) -> list[_Loaded]:
     return found
 
 
-def evidence_of(loaded: _Loaded) -> list[bytes]:
+def evidence_of(loaded: Versioned) -> list[bytes]:
     """The memory ids a statement cites."""
     return _evidence_ids(loaded.content)
 

@@ -492,3 +492,19 @@ def test_declared_cardinality_comes_from_the_schema(tmp_path: Path) -> None:
         second = reports(2, "Ann", "Cy")
         assert second.superseded == first.relation_id
         assert reports(3, "Dee", "Cy").superseded is None
+
+
+def test_statements_rules_hold_for_relations_too(db: Database) -> None:
+    # The supersession close and the citation rules are shared with statements.
+    from brain.wire.messages.memory_ops import Forget
+
+    old = create(db, "knows", "Una", "Vic", valid_from=100)
+    supersede(db, old.relation_id, "knows", "Una", "Wes", valid_from=50)
+    shown = get(db, old.relation_id)
+    assert (shown.valid_from, shown.valid_to) == (100, 100)
+    memory = run(db, Opcode.ENCODE, Encode(request_id=rid(), text="heard it"))
+    assert isinstance(memory, EncodeOk)
+    run(db, Opcode.FORGET, Forget(request_id=rid(), memory=memory.memory_id, mode="soft"))
+    with pytest.raises(Conflict) as info:
+        create(db, "knows", "Una", "Xan", evidence=(Evidence(memory=memory.memory_id),))
+    assert info.value.field == "evidence[0].memory"
