@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -25,15 +24,6 @@ from brain.wire.opcodes import Opcode
 
 def rid(n: int) -> bytes:
     return n.to_bytes(16, "big")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = brain.open(tmp_path / "data")
-    try:
-        yield database
-    finally:
-        database.close()
 
 
 def encode(

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from rapidfuzz import fuzz
 
-import brain
 from brain.engine import entity_ops
 from brain.engine.database import Database
 from brain.engine.entities import NAME_KEY_BYTES
@@ -45,22 +42,7 @@ from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit
 from brain.wire.messages.values import EntityRef, NameRef, TextValue
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
-
-NS = "default"
-_counter = iter(range(1, 1 << 30))
-
-
-def rid() -> bytes:
-    return next(_counter).to_bytes(16, "big")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = brain.open(tmp_path / "d")
-    try:
-        yield database
-    finally:
-        database.close()
+from tests.unit.records import NS, rid
 
 
 def run(db: Database, opcode: Opcode, request: Message, ns: str = NS) -> Message:

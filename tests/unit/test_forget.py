@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-import brain
 from brain.engine.database import Database
 from brain.errors import Forgotten, NotFound
 from brain.wire.messages.memory_ops import (
@@ -29,22 +25,7 @@ from brain.wire.messages.statement_ops import (
 )
 from brain.wire.messages.values import NameRef, TextValue
 from brain.wire.opcodes import Opcode
-
-NS = "default"
-_ids = iter(range(1, 1 << 30))
-
-
-def rid() -> bytes:
-    return next(_ids).to_bytes(16, "big")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = brain.open(tmp_path / "d")
-    try:
-        yield database
-    finally:
-        database.close()
+from tests.unit.records import NS, rid
 
 
 def remember(db: Database, text: str, **kw: object) -> EncodeOk:

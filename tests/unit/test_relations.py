@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -42,25 +41,11 @@ from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit, TxnCommit
 from brain.wire.messages.values import EntityRef, MemoryRef, NameRef
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
+from tests.unit.records import NS, rid
 
-NS = "default"
 FEB_1 = 1_706_745_600_000_000_000
 JAN_15 = FEB_1 - 17 * 86_400 * 10**9
 APR_1 = FEB_1 + 60 * 86_400 * 10**9
-_counter = iter(range(1, 1 << 30))
-
-
-def rid() -> bytes:
-    return next(_counter).to_bytes(16, "big")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = brain.open(tmp_path / "d")
-    try:
-        yield database
-    finally:
-        database.close()
 
 
 def run(db: Database, opcode: Opcode, request: Message, namespace: str = NS) -> Message:

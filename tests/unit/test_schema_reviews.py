@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -32,22 +31,7 @@ from brain.wire.messages.statement_ops import (
 )
 from brain.wire.messages.values import NameRef, TextValue
 from brain.wire.opcodes import Opcode
-
-NS = "default"
-_ids = iter(range(1, 1 << 30))
-
-
-def rid() -> bytes:
-    return next(_ids).to_bytes(16, "big")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = brain.open(tmp_path / "d")
-    try:
-        yield database
-    finally:
-        database.close()
+from tests.unit.records import NS, rid
 
 
 def declare(db: Database, **kw: object) -> int:
