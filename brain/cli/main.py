@@ -141,7 +141,7 @@ def _keys_create(args: argparse.Namespace) -> int:
     config.data_path.mkdir(parents=True, exist_ok=True)
     store = KeyStore(config.data_path)
     try:
-        api_key, record = store.create_key(args.namespace, permissions)
+        api_key, record = store.create_key(args.namespace, permissions, via="cli")
     finally:
         store.close()
     perms = ",".join(sorted(p.value for p in record.permissions))

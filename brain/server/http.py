@@ -141,7 +141,9 @@ def make_admin_app(
         if not isinstance(raw_perms, list) or not all(isinstance(p, str) for p in raw_perms):
             raise InvalidArgument("permissions must be a list of text", field="permissions")
         permissions = parse_permissions(str(p) for p in raw_perms)
-        api_key, record = await asyncio.to_thread(keys.create_key, namespace, permissions)
+        api_key, record = await asyncio.to_thread(
+            keys.create_key, namespace, permissions, via="admin"
+        )
         return web.json_response({"api_key": api_key, **record.to_json()}, status=201)
 
     async def list_keys(_: web.Request) -> web.Response:
@@ -156,7 +158,7 @@ def make_admin_app(
             raise NotFound(f"no key with id {raw}") from None
         if len(key_id) != 16:
             raise NotFound(f"no key with id {raw}")
-        await asyncio.to_thread(keys.delete_key, key_id)
+        await asyncio.to_thread(keys.delete_key, key_id, via="admin")
         return web.Response(status=204)
 
     async def show_config(_: web.Request) -> web.Response:
@@ -181,7 +183,13 @@ def make_admin_app(
         raw_limit = request.query.get("limit", str(DEFAULT_AUDIT_LIMIT))
         if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_AUDIT_LIMIT:
             raise InvalidArgument(f"limit must be 1..{MAX_AUDIT_LIMIT}", field="limit")
-        entries = await asyncio.to_thread(database.audit, namespace, int(raw_limit))
+        limit = int(raw_limit)
+        records = await asyncio.to_thread(database.audit, namespace, limit)
+        key_changes = await asyncio.to_thread(keys.key_audit, namespace, limit)
+        # Two logs, one answer: newest first across both.
+        entries = sorted(
+            records + key_changes, key=lambda e: int(str(e["recorded_at"])), reverse=True
+        )[:limit]
         return web.json_response({"entries": [_json_entry(e) for e in entries]})
 
     async def show_snapshots(_: web.Request) -> web.Response:

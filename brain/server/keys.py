@@ -20,6 +20,7 @@ import hmac
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Final
 
 import lmdb
 
+from brain.engine.scope import namespace_id
 from brain.errors import InvalidArgument, NotFound
 from brain.ids import new_id
 from brain.wire import cbor
@@ -54,6 +56,9 @@ hundreds of thousands of keys and costs nothing until used (LMDB maps lazily).""
 
 NAMESPACE_PATTERN: Final = re.compile(r"[a-z0-9_.\-]{1,64}")
 """Namespaces follow the rule for spaces (WIRE.md §4)."""
+
+KEY_CHANGE_SOURCES: Final = ("bootstrap", "admin", "cli")
+"""Who may change keys, as a key-audit entry names it."""
 
 _DEFAULT_NAMESPACE: Final = "default"
 _META_BOOTSTRAPPED: Final = b"bootstrapped"
@@ -145,11 +150,12 @@ class KeyStore:
     def __init__(self, data_dir: Path) -> None:
         path = data_dir / "keys"
         path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(path), map_size=KEYS_MAP_SIZE, max_dbs=4, subdir=True)
+        self._env = lmdb.open(str(path), map_size=KEYS_MAP_SIZE, max_dbs=5, subdir=True)
         self._by_hash = self._env.open_db(b"key_by_hash")
         self._hash_by_id = self._env.open_db(b"hash_by_key_id")
         self._namespaces = self._env.open_db(b"namespaces")
         self._meta = self._env.open_db(b"meta")
+        self._audit = self._env.open_db(b"key_audit")
 
     @property
     def env(self) -> lmdb.Environment:
@@ -191,6 +197,7 @@ class KeyStore:
                 overwrite=False,
             )
             self._put_key(txn, api_key, record)
+            self._audit_change(txn, "key_create", record, "bootstrap")
             txn.put(_META_ADMIN_TOKEN, _hash(admin_token), db=self._meta)
             txn.put(_META_BOOTSTRAPPED, b"1", db=self._meta)
         return record
@@ -204,9 +211,10 @@ class KeyStore:
     # --- keys ---------------------------------------------------------------------------
 
     def create_key(
-        self, namespace: str, permissions: frozenset[Permission]
+        self, namespace: str, permissions: frozenset[Permission], *, via: str
     ) -> tuple[str, KeyRecord]:
-        """Mint a key for ``namespace`` (created if new); return the secret and record."""
+        """Mint a key for ``namespace`` (created if new); return the secret and record.
+        ``via`` (one of :data:`KEY_CHANGE_SOURCES`) goes into the key-audit entry."""
         check_namespace(namespace)
         if not permissions:
             raise InvalidArgument("at least one permission is needed", field="permissions")
@@ -220,6 +228,7 @@ class KeyStore:
                 overwrite=False,
             )
             self._put_key(txn, api_key, record)
+            self._audit_change(txn, "key_create", record, via)
         return api_key, record
 
     def _put_key(self, txn: lmdb.Transaction, api_key: str, record: KeyRecord) -> None:
@@ -245,14 +254,55 @@ class KeyStore:
                     records.append(KeyRecord._decode(bytes(raw)))
             return records
 
-    def delete_key(self, key_id: bytes) -> KeyRecord:
-        """Revoke a key; raise NotFound if there is no such key."""
+    def delete_key(self, key_id: bytes, *, via: str) -> KeyRecord:
+        """Revoke a key; raise NotFound if there is no such key. ``via`` as for
+        :meth:`create_key`."""
         with self._env.begin(write=True) as txn:
             digest = txn.get(key_id, db=self._hash_by_id)
             if digest is None:
                 raise NotFound(f"no key with id {key_id.hex()}")
             raw = txn.get(bytes(digest), db=self._by_hash)
+            assert raw is not None
+            record = KeyRecord._decode(bytes(raw))
             txn.delete(bytes(digest), db=self._by_hash)
             txn.delete(key_id, db=self._hash_by_id)
-        assert raw is not None
-        return KeyRecord._decode(bytes(raw))
+            self._audit_change(txn, "key_delete", record, via)
+        return record
+
+    # --- the key audit ------------------------------------------------------------------
+
+    def _audit_change(
+        self, txn: lmdb.Transaction, operation: str, record: KeyRecord, via: str
+    ) -> None:
+        if via not in KEY_CHANGE_SOURCES:
+            raise ValueError(f"unknown key-change source {via!r}")
+        at = time.time_ns()
+        entry = {
+            "namespace": record.namespace,
+            "operation": operation,
+            "records": [record.key_id],
+            "recorded_at": at,
+            "via": via,
+        }
+        key = namespace_id(record.namespace) + at.to_bytes(8, "big") + new_id()
+        txn.put(key, cbor.encode(entry), db=self._audit)
+
+    def key_audit(self, namespace: str, limit: int) -> list[dict[str, object]]:
+        """The newest ``limit`` key changes of ``namespace``, newest first."""
+        prefix = namespace_id(namespace)
+        # Key changes are rare (a handful per namespace), so a forward walk that
+        # keeps the newest ``limit`` is enough.
+        newest: deque[bytes] = deque(maxlen=limit)
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._audit)
+            if cursor.set_range(prefix):
+                for key, value in cursor:
+                    if not bytes(key).startswith(prefix):
+                        break
+                    newest.append(bytes(value))
+        entries: list[dict[str, object]] = []
+        for raw in reversed(newest):
+            entry = cbor.decode(raw)
+            assert isinstance(entry, dict)
+            entries.append({str(k): v for k, v in entry.items()})
+        return entries

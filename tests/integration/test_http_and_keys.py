@@ -257,9 +257,17 @@ def test_admin_audit_lists_what_keys_did(server: ServerProcess) -> None:
         0x0143, 3, {"request_id": os.urandom(16), "id": created["statement_id"], "reason": "typo"}
     )
     assert client.recv().opcode == 0x01C3
+    status, made = _admin(server, "POST", "/v1/keys", {"namespace": "default"})
+    assert status == 201
+    assert _admin(server, "DELETE", f"/v1/keys/{made['key_id']}")[0] == 204
     status, body = _admin(server, "GET", "/v1/audit?namespace=default&limit=10")
     assert status == 200
-    (entry,) = body["entries"]
+    deleted, created_key, entry, bootstrap = body["entries"]
+    assert (deleted["operation"], deleted["via"]) == ("key_delete", "admin")
+    assert deleted["records"] == created_key["records"] == [made["key_id"]]
+    assert (created_key["operation"], created_key["via"]) == ("key_create", "admin")
+    assert (bootstrap["operation"], bootstrap["via"]) == ("key_create", "bootstrap")
+    assert bootstrap["records"] == [ok.body["key_id"].hex()]
     assert entry["operation"] == "statement_tombstone" and entry["reason"] == "typo"
     assert entry["key_id"] == ok.body["key_id"].hex()
     assert entry["records"] == [created["statement_id"].hex()]

@@ -23,7 +23,7 @@ def test_key_format() -> None:
 
 def test_only_hashes_are_stored(tmp_path: Path) -> None:
     store = KeyStore(tmp_path)
-    key, record = store.create_key("ns", frozenset({Permission.READ}))
+    key, record = store.create_key("ns", frozenset({Permission.READ}), via="cli")
     store.close()
     blob = b"".join(p.read_bytes() for p in (tmp_path / "keys").iterdir())
     assert key.encode() not in blob
@@ -40,14 +40,14 @@ def test_only_hashes_are_stored(tmp_path: Path) -> None:
 def test_delete_and_list(tmp_path: Path) -> None:
     store = KeyStore(tmp_path)
     try:
-        a, ra = store.create_key("ns", frozenset({Permission.READ}))
-        _, rb = store.create_key("other", frozenset(Permission))
+        a, ra = store.create_key("ns", frozenset({Permission.READ}), via="cli")
+        _, rb = store.create_key("other", frozenset(Permission), via="cli")
         assert [r.key_id for r in store.list_keys()] == [ra.key_id, rb.key_id]
         assert store.namespaces() == ["ns", "other"]
-        store.delete_key(ra.key_id)
+        store.delete_key(ra.key_id, via="admin")
         assert store.authenticate(a) is None
         with pytest.raises(NotFound):
-            store.delete_key(ra.key_id)
+            store.delete_key(ra.key_id, via="admin")
     finally:
         store.close()
 
@@ -56,7 +56,7 @@ def test_bad_namespace_and_permissions(tmp_path: Path) -> None:
     store = KeyStore(tmp_path)
     try:
         with pytest.raises(InvalidArgument) as info:
-            store.create_key("Has Space", frozenset({Permission.READ}))
+            store.create_key("Has Space", frozenset({Permission.READ}), via="cli")
         assert info.value.field == "namespace"
     finally:
         store.close()
@@ -80,5 +80,28 @@ def test_bootstrap_once(tmp_path: Path) -> None:
         assert record.permissions == frozenset(Permission)
         assert store.check_admin_token(token)
         assert not store.check_admin_token(token + "x")
+    finally:
+        store.close()
+
+
+def test_key_changes_are_audited(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path)
+    try:
+        bootstrap_credentials(tmp_path, store)
+        _, first = store.create_key("ns", frozenset({Permission.READ}), via="cli")
+        _, other = store.create_key("other", frozenset({Permission.READ}), via="admin")
+        store.delete_key(first.key_id, via="admin")
+        entries = store.key_audit("ns", 10)
+        assert [(e["operation"], e["via"], e["records"]) for e in entries] == [
+            ("key_delete", "admin", [first.key_id]),
+            ("key_create", "cli", [first.key_id]),
+        ]
+        assert entries[0]["recorded_at"] >= entries[1]["recorded_at"]  # type: ignore[operator]
+        assert [e["records"] for e in store.key_audit("other", 10)] == [[other.key_id]]
+        assert [e["via"] for e in store.key_audit("default", 10)] == ["bootstrap"]
+        assert len(store.key_audit("ns", 1)) == 1
+        assert store.key_audit("nobody", 10) == []
+        with pytest.raises(ValueError):
+            store.create_key("ns", frozenset({Permission.READ}), via="someone")
     finally:
         store.close()
