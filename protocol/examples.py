@@ -38,6 +38,7 @@ RELATION_ID: Final = _id(0x30)
 RELATION_ID_2: Final = _id(0x31)
 REVIEW_ID: Final = _id(0x40)
 MERGE_ID: Final = _id(0x41)
+REVIEW_ID_2: Final = _id(0x42)
 
 T_FEB: Final = 1_706_745_600_000_000_000
 """2024-02-01T00:00:00Z, in nanoseconds."""
@@ -642,7 +643,15 @@ def _others() -> dict[str, Example]:
                         "kind": "contradiction",
                         "records": [STATEMENT_ID, STATEMENT_ID_2],
                         "created_at": T_MAY,
-                    }
+                    },
+                    {
+                        "review_id": REVIEW_ID_2,
+                        "kind": "ambiguous_entity",
+                        "records": [ENTITY_ACME, ENTITY_GLOBEX, STATEMENT_ID_2],
+                        "created_at": T_MAY,
+                        "name": "Acme",
+                        "type": "company",
+                    },
                 ]
             },
         },

@@ -41,6 +41,7 @@ from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
+from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
@@ -69,6 +70,7 @@ class DatabaseOptions:
     fsync: Callable[[int], None] = os.fdatasync
     idempotency_retention_ns: int = idempotency.DEFAULT_RETENTION_NS
     txn_max_writes: int = MAX_TXN_WRITES
+    resolution: Resolution = DEFAULT_RESOLUTION
 
 
 class Database:
@@ -89,6 +91,7 @@ class Database:
         self._store = store
         self._writer = writer
         self._closed = False
+        self._resolution = options.resolution
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -113,7 +116,14 @@ class Database:
             def housekeeping() -> None:
                 idempotency.sweep(store, older_than=clock.now() - retention)
 
-            writer = Writer(store, wal, clock, applied_lsn=applied, on_checkpoint=housekeeping)
+            writer = Writer(
+                store,
+                wal,
+                clock,
+                applied_lsn=applied,
+                on_checkpoint=housekeeping,
+                resolution=opts.resolution,
+            )
             writer.start()
         except BaseException:
             store.close()
@@ -220,7 +230,8 @@ class Database:
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
         with self._store.read() as txn:
-            return handler(ReadContext(self._store, txn, self._writer.clock.now()), scope, request)
+            now = self._writer.clock.now()
+            return handler(ReadContext(self._store, txn, now, self._resolution), scope, request)
 
     def execute(
         self,

@@ -16,11 +16,8 @@ made one space, trimmed). A name key is the normalised name's UTF-8, or, when
 that is too long for an LMDB key, its head followed by a hash of the whole
 (:func:`name_key`); the entity id is always the key's last 16 bytes.
 
-A ref in a write resolves to a *subject key*: a one-byte tag and a 16-byte
-id (entity, memory, or pending review). ``{"name": …}`` finds the entity with
-that exact name (else alias), and type when given, or, in a write, creates it.
-Refs to a merged-away entity, by id or by name, answer as the entity it was
-merged into (:func:`canonical_entity`).
+How refs in requests name entities is :mod:`brain.engine.refs`; how names
+resolve, :mod:`brain.engine.resolution`.
 """
 
 from __future__ import annotations
@@ -35,11 +32,9 @@ import lmdb
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
-from brain.engine.writer import PlanContext
-from brain.errors import Conflict, Internal, InvalidArgument, NotFound
+from brain.errors import Internal, InvalidArgument
 from brain.wire import cbor
 from brain.wire.messages.records import Entity
-from brain.wire.messages.values import EntityRef, MemoryRef, NameRef, PendingRef, SubjectRef
 
 __all__ = [
     "BY_NAME",
@@ -47,7 +42,6 @@ __all__ = [
     "ENTITY_ID_BYTES",
     "MAX_ATTRIBUTE_DEPTH",
     "MAX_MERGE_HOPS",
-    "SUBJECT_KEY_BYTES",
     "aliases_of",
     "canonical_entity",
     "check_attributes",
@@ -62,9 +56,6 @@ __all__ = [
     "name_of_key",
     "new_row",
     "normalise_name",
-    "ref_of_key",
-    "resolve_for_read",
-    "resolve_for_write",
     "row_change",
     "to_entity",
     "type_matches",
@@ -72,18 +63,6 @@ __all__ = [
 
 ENTITIES: Final = b"entities"
 BY_NAME: Final = b"entity_by_name"
-
-MAX_ABSORBED: Final = 10_000
-"""Most entities one entity's merges are followed through when listing its records."""
-MEMORIES: Final = b"memories"
-
-_TAG_ENTITY: Final = b"e"
-ENTITY_TAG: Final = _TAG_ENTITY
-"""The tag byte of a subject key that names an entity."""
-_TAG_MEMORY: Final = b"m"
-_TAG_PENDING: Final = b"p"
-SUBJECT_KEY_BYTES: Final = 17
-"""A subject key: a tag byte and a 16-byte id."""
 
 ENTITY_ID_BYTES: Final = 16
 """Entity ids are UUIDv7, 16 raw bytes."""
@@ -303,27 +282,6 @@ def canonical_entity(store: Store, txn: lmdb.Transaction, scope: Scope, entity_i
 # --- names --------------------------------------------------------------------------------
 
 
-def absorbed(store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes) -> list[bytes]:
-    """Every entity merged (directly or through others) into ``entity_id``."""
-    table = store.table(b"entity_absorbed")
-    found: list[bytes] = []
-    frontier = [entity_id]
-    while frontier and len(found) < MAX_ABSORBED:
-        current = frontier.pop()
-        prefix = scope.key(current)
-        cursor = txn.cursor(db=table)
-        if not cursor.set_range(prefix):
-            continue
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            merged = raw[len(prefix) :]
-            found.append(merged)
-            frontier.append(merged)
-    return found
-
-
 def exact_candidates(
     store: Store, txn: lmdb.Transaction, scope: Scope, name: str, type_: str | None
 ) -> tuple[list[tuple[bytes, dict[str, object]]], list[tuple[bytes, dict[str, object]]]]:
@@ -354,76 +312,3 @@ def exact_candidates(
         else:
             alias.append((entity_id, row))
     return exact, alias
-
-
-def _by_name(
-    store: Store, txn: lmdb.Transaction, scope: Scope, name: str, type_: str | None
-) -> bytes | None:
-    """The live entity a name means in a ref: the first by exact name, else by alias.
-
-    Merged-away entities hold no index rows (their names moved to the kept entity)
-    and are skipped besides, so a merged name finds the kept entity."""
-    exact, alias = exact_candidates(store, txn, scope, name, type_)
-    found = exact or alias
-    return found[0][0] if found else None
-
-
-def _exists(store: Store, txn: lmdb.Transaction, scope: Scope, table: bytes, rid: bytes) -> bool:
-    return txn.get(scope.key(rid), db=store.table(table)) is not None
-
-
-def resolve_for_write(
-    ctx: PlanContext, scope: Scope, ref: EntityRef | MemoryRef | NameRef, field: str
-) -> tuple[bytes, list[Change]]:
-    """The subject key ``ref`` names, creating the entity a new name needs.
-
-    An entity that was merged away answers as the entity it was merged into."""
-    store, txn = ctx.store, ctx.txn
-    if isinstance(ref, EntityRef):
-        row = entity_row(store, txn, scope, ref.entity)
-        if row is None:
-            raise NotFound(f"no entity {ref.entity.hex()} in space {scope.space!r}", field=field)
-        canonical = canonical_entity(store, txn, scope, ref.entity)
-        kept = row if canonical == ref.entity else entity_row(store, txn, scope, canonical)
-        if kept is not None and kept.get("tombstoned_at") is not None:
-            raise Conflict(f"entity {canonical.hex()} is tombstoned", field=field)
-        return _TAG_ENTITY + canonical, []
-    if isinstance(ref, MemoryRef):
-        if not _exists(store, txn, scope, MEMORIES, ref.memory):
-            raise NotFound(f"no memory {ref.memory.hex()} in space {scope.space!r}", field=field)
-        return _TAG_MEMORY + ref.memory, []
-    check_name(ref.name, f"{field}.name")
-    found = _by_name(store, txn, scope, ref.name, ref.type_)
-    if found is not None:
-        return _TAG_ENTITY + found, []
-    entity_id = ctx.ids.new()
-    row = new_row(
-        scope, name=ref.name, type_=ref.type_, aliases=[], attributes={}, created_at=ctx.record_time
-    )
-    changes: list[Change] = [row_change(scope, entity_id, row)]
-    changes += index_changes(scope, entity_id, set(), index_names(row))
-    return _TAG_ENTITY + entity_id, changes
-
-
-def resolve_for_read(
-    store: Store, txn: lmdb.Transaction, scope: Scope, ref: EntityRef | MemoryRef | NameRef
-) -> bytes | None:
-    """The subject key ``ref`` names, or None when a name matches nothing (a read
-    answers as if it matched nothing, WIRE.md §8). A merged-away entity answers as
-    the entity it was merged into."""
-    if isinstance(ref, EntityRef):
-        return _TAG_ENTITY + canonical_entity(store, txn, scope, ref.entity)
-    if isinstance(ref, MemoryRef):
-        return _TAG_MEMORY + ref.memory
-    found = _by_name(store, txn, scope, ref.name, ref.type_)
-    return None if found is None else _TAG_ENTITY + found
-
-
-def ref_of_key(key: bytes) -> SubjectRef:
-    """The ref an answer shows for a subject key."""
-    tag, raw = key[:1], key[1:]
-    if tag == _TAG_ENTITY:
-        return EntityRef(entity=raw)
-    if tag == _TAG_MEMORY:
-        return MemoryRef(memory=raw)
-    return PendingRef(pending=raw)

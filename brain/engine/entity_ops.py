@@ -16,18 +16,9 @@ Decisions where the wire spec is silent:
   when ``attributes`` is given (the message says "replace attributes"; a merge
   could never delete a key). The old name does not become an alias. A
   tombstoned or merged-away entity answers CONFLICT.
-- **ENTITY_RESOLVE** runs the tiers of SEMANTICS.md §7 in order and stops at
-  the first that finds a live entity: exact normalised name, then alias, then
-  fuzzy (rapidfuzz ``ratio`` over the normalised names and aliases, score =
-  ratio / 100, kept from :data:`FUZZY_THRESHOLD` up). Exact and alias matches
-  score 1.0. The fuzzy tier scans at most :data:`FUZZY_SCAN_ROWS` rows of the
-  scope's name index, in index order, so in a larger scope it may miss names.
-  Each entity appears once, with its best score; ``name`` is the entity's own
-  name. Matches go best first, ties by id. The answer is ``ambiguous`` when the
-  two best are within :data:`AMBIGUITY_MARGIN` (two entities with the same
-  exact name are therefore ambiguous too); ``resolved`` is the best one
-  otherwise. A type matches entities of that type and untyped entities.
-  Tombstoned and merged-away entities are never candidates.
+- **ENTITY_RESOLVE** answers the candidates of :mod:`brain.engine.resolution`
+  (exact, alias, fuzzy; best first, ties by id), ``ambiguous`` when the two
+  best are within the margin, and ``resolved`` (the best) otherwise.
 - **ENTITY_LIST** walks entities in id order, skipping tombstoned and merged
   ones; ``type`` matches exactly, ``prefix`` is matched against the normalised
   name. The cursor is the last id returned.
@@ -50,11 +41,9 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 import lmdb
-from rapidfuzz import fuzz, process
 
 from brain.engine.audit import audit_entry
 from brain.engine.entities import (
-    BY_NAME,
     ENTITIES,
     ENTITY_ID_BYTES,
     MAX_MERGE_HOPS,
@@ -63,19 +52,18 @@ from brain.engine.entities import (
     check_name,
     decode_row,
     entity_row,
-    exact_candidates,
     index_changes,
     index_names,
     is_live,
-    name_of_key,
     new_row,
     normalise_name,
     row_change,
     to_entity,
-    type_matches,
 )
-from brain.engine.plan import Change, Delete, Put
+from brain.engine.plan import Change, Put
 from brain.engine.reads import ReadContext
+from brain.engine.refs import ENTITY_TAG, absorb, release
+from brain.engine.resolution import is_ambiguous, resolve_name
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
@@ -88,7 +76,6 @@ from brain.wire.messages.entity_ops import (
     EntityGetOk,
     EntityList,
     EntityListOk,
-    EntityMatch,
     EntityMerge,
     EntityMergeOk,
     EntityResolve,
@@ -105,15 +92,12 @@ from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
 __all__ = [
-    "AMBIGUITY_MARGIN",
     "DEFAULT_LIST_LIMIT",
     "DEFAULT_RESOLVE_LIMIT",
     "ENTITY_READS",
     "ENTITY_WRITES",
-    "FUZZY_SCAN_ROWS",
-    "FUZZY_THRESHOLD",
-    "is_ambiguous",
     "plan_create",
+    "merge_changes",
     "plan_merge",
     "plan_tombstone",
     "plan_unmerge",
@@ -121,30 +105,15 @@ __all__ = [
     "read_get",
     "read_list",
     "read_resolve",
-    "resolve_name",
 ]
 
 MERGES: Final = b"entity_merges"
-ABSORBED: Final = b"entity_absorbed"
 
 DEFAULT_RESOLVE_LIMIT: Final = 10
 """Matches ENTITY_RESOLVE returns when the request names no limit: a short pick list."""
 
 DEFAULT_LIST_LIMIT: Final = 100
 """Page size when ENTITY_LIST names none, as for STATEMENT_LIST (WIRE.md §8)."""
-
-FUZZY_THRESHOLD: Final = 0.8
-"""Lowest fuzzy score kept: "Jon Smith" still finds "John Smith" (0.95), "Bob" not "Rob" (0.67)."""
-
-AMBIGUITY_MARGIN: Final = 0.05
-"""Two best candidates this close are a tie to be settled by a review (SEMANTICS.md §7)."""
-
-FUZZY_SCAN_ROWS: Final = 50_000
-"""Name-index rows the fuzzy tier compares per request: bounds a read to a few tens of
-milliseconds; names past it in a bigger scope are not fuzzy candidates."""
-
-_SCORE_EPSILON: Final = 1e-9
-"""Scores are floats: a gap of exactly AMBIGUITY_MARGIN must count as within it."""
 
 Row = dict[str, object]
 
@@ -261,26 +230,36 @@ def plan_merge(
     ctx: PlanContext, scope: Scope, request: EntityMerge
 ) -> tuple[list[Change], EntityMergeOk]:
     """ENTITY_MERGE: point ``merge`` at ``keep`` and move its names to ``keep``."""
+    merge_id, changes = merge_changes(ctx, scope, request.keep, request.merge)
+    return changes, EntityMergeOk(merge_id=merge_id, lsn=ctx.lsn)
+
+
+def merge_changes(
+    ctx: PlanContext, scope: Scope, keep_id: bytes, merged_id: bytes, *, field: str = "merge"
+) -> tuple[bytes, list[Change]]:
+    """The id of a new merge of ``merged_id`` into ``keep_id`` and its changes (rows,
+    name index, merge record, absorbed key, audit entry). Errors name ``keep`` or
+    ``field``."""
     store, txn = ctx.store, ctx.txn
-    keep = _live(store, txn, scope, request.keep, "keep")
-    merged = _live(store, txn, scope, request.merge, "merge")
+    keep = _live(store, txn, scope, keep_id, "keep" if field == "merge" else field)
+    merged = _live(store, txn, scope, merged_id, field)
     height = max(_height(keep), _height(merged) + 1)
     if height > MAX_MERGE_HOPS:
         raise Conflict(
             f"the merge would make a chain of {height} merges, more than {MAX_MERGE_HOPS}",
-            field="merge",
+            field=field,
         )
     moved = [str(merged["name"]), *aliases_of(merged)]
     new_keep = dict(keep)
-    new_keep["aliases"] = _add_aliases(str(keep["name"]), aliases_of(keep), moved, "merge")
+    new_keep["aliases"] = _add_aliases(str(keep["name"]), aliases_of(keep), moved, field)
     new_keep["merge_height"] = height
     new_merged = dict(merged)
     new_merged["aliases"] = []
-    new_merged["merged_into"] = request.keep
-    merge_id = ctx.ids.new()
+    new_merged["merged_into"] = keep_id
+    record_id = ctx.ids.new()
     record = {
-        "keep": request.keep,
-        "merge": request.merge,
+        "keep": keep_id,
+        "merge": merged_id,
         "keep_before": keep,
         "merge_before": merged,
         "keep_index": sorted(index_names(keep)),
@@ -290,15 +269,15 @@ def plan_merge(
         "merged_at": ctx.record_time,
     }
     changes: list[Change] = [
-        row_change(scope, request.keep, new_keep),
-        row_change(scope, request.merge, new_merged),
-        *index_changes(scope, request.keep, index_names(keep), index_names(new_keep)),
-        *index_changes(scope, request.merge, index_names(merged), index_names(new_merged)),
-        Put(MERGES, scope.key(merge_id), cbor.encode(record)),
-        Put(ABSORBED, scope.key(request.keep, request.merge), b""),
-        audit_entry(ctx, scope, "entity_merge", [merge_id, request.keep, request.merge]),
+        row_change(scope, keep_id, new_keep),
+        row_change(scope, merged_id, new_merged),
+        *index_changes(scope, keep_id, index_names(keep), index_names(new_keep)),
+        *index_changes(scope, merged_id, index_names(merged), index_names(new_merged)),
+        Put(MERGES, scope.key(record_id), cbor.encode(record)),
+        absorb(scope, keep_id, ENTITY_TAG + merged_id),
+        audit_entry(ctx, scope, "entity_merge", [record_id, keep_id, merged_id]),
     ]
-    return changes, EntityMergeOk(merge_id=merge_id, lsn=ctx.lsn)
+    return record_id, changes
 
 
 def _merge_record(store: Store, txn: lmdb.Transaction, scope: Scope, merge_id: bytes) -> Row:
@@ -355,7 +334,7 @@ def plan_unmerge(
     done = dict(record)
     done["unmerged_at"] = ctx.record_time
     restored.append(
-        Delete(ABSORBED, scope.key(_id_field(record, "keep"), _id_field(record, "merge")))
+        release(scope, _id_field(record, "keep"), ENTITY_TAG + _id_field(record, "merge"))
     )
     restored.append(Put(MERGES, scope.key(request.merge_id), cbor.encode(done)))
     ids = [request.merge_id, _id_field(record, "keep"), _id_field(record, "merge")]
@@ -372,85 +351,13 @@ def read_get(ctx: ReadContext, scope: Scope, request: EntityGet) -> EntityGetOk:
     return EntityGetOk(entity=to_entity(request.id, row))
 
 
-def _ranked(matches: Iterable[EntityMatch]) -> list[EntityMatch]:
-    return sorted(matches, key=lambda m: (-m.score, m.entity_id))
-
-
-def _fuzzy(
-    store: Store,
-    txn: lmdb.Transaction,
-    scope: Scope,
-    normal: str,
-    type_: str | None,
-    *,
-    threshold: float,
-) -> list[EntityMatch]:
-    names: list[str] = []
-    owners: list[bytes] = []
-    prefix = scope.key()
-    cursor = txn.cursor(db=store.table(BY_NAME))
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix) or len(names) >= FUZZY_SCAN_ROWS:
-                break
-            tail = raw[len(prefix) :]
-            # name key ‖ 0x00 ‖ entity id
-            names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
-            owners.append(tail[-ENTITY_ID_BYTES:])
-    best: dict[bytes, float] = {}
-    found = process.extract(
-        normal, names, scorer=fuzz.ratio, score_cutoff=threshold * 100, limit=None
-    )
-    for _, score, index in found:
-        owner = owners[index]
-        best[owner] = max(best.get(owner, 0.0), min(score / 100, 1.0))
-    matches: list[EntityMatch] = []
-    for entity_id, score in best.items():
-        row = entity_row(store, txn, scope, entity_id)
-        if row is None or not is_live(row) or not type_matches(row, type_):
-            continue
-        matches.append(
-            EntityMatch(entity_id=entity_id, name=str(row["name"]), score=score, tier="fuzzy")
-        )
-    return _ranked(matches)
-
-
-def resolve_name(
-    store: Store,
-    txn: lmdb.Transaction,
-    scope: Scope,
-    name: str,
-    type_: str | None = None,
-    *,
-    threshold: float = FUZZY_THRESHOLD,
-) -> list[EntityMatch]:
-    """Every candidate for ``name`` from the first tier that has one, best first
-    (SEMANTICS.md §7): exact name, then alias, then fuzzy from ``threshold`` up."""
-    normal = check_name(name, "name")
-    exact, alias = exact_candidates(store, txn, scope, name, type_)
-    for tier, found in (("exact", exact), ("alias", alias)):
-        if found:
-            return _ranked(
-                EntityMatch(entity_id=eid, name=str(row["name"]), score=1.0, tier=tier)
-                for eid, row in found
-            )
-    return _fuzzy(store, txn, scope, normal, type_, threshold=threshold)
-
-
-def is_ambiguous(matches: list[EntityMatch]) -> bool:
-    """True when the two best candidates (best first) are within :data:`AMBIGUITY_MARGIN`."""
-    return (
-        len(matches) >= 2
-        and matches[0].entity_id != matches[1].entity_id
-        and matches[0].score - matches[1].score <= AMBIGUITY_MARGIN + _SCORE_EPSILON
-    )
-
-
 def read_resolve(ctx: ReadContext, scope: Scope, request: EntityResolve) -> EntityResolveOk:
     """ENTITY_RESOLVE: which live entities a name means, and whether one wins."""
-    matches = resolve_name(ctx.store, ctx.txn, scope, request.name, request.type_)
-    ambiguous = is_ambiguous(matches)
+    settings = ctx.resolution
+    matches = resolve_name(
+        ctx.store, ctx.txn, scope, request.name, request.type_, settings=settings
+    )
+    ambiguous = is_ambiguous(matches, settings)
     limit = DEFAULT_RESOLVE_LIMIT if request.limit is None else request.limit
     return EntityResolveOk(
         matches=tuple(matches[:limit]),

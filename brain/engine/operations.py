@@ -11,6 +11,7 @@ buffered write again, in order, into one plan.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Final, Protocol
 
 from brain.engine import (
@@ -126,9 +127,7 @@ def _replay_buffer(
     all_changes: list[Change] = []
     answers: list[bytes] = []
     for index, write in enumerate(writes):
-        step = PlanContext(
-            ctx.store, ctx.txn, lsn, record_time, write.ids.replay(), actor=ctx.actor
-        )
+        step = replace(ctx, lsn=lsn, record_time=record_time, ids=write.ids.replay())
         try:
             planned = plan_write(step, namespace, write.opcode, write.request)
         except BrainError as exc:
@@ -174,10 +173,10 @@ def plan_buffered(
     )
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
-        nested = PlanContext(ctx.store, child, 0, 0)
+        nested = replace(ctx, txn=child, lsn=0, record_time=0)
         _replay_buffer(nested, namespace, txn.writes, 0, 0)
         ids = IdSource()
-        planned = plan_write(PlanContext(ctx.store, child, 0, 0, ids), namespace, opcode, request)
+        planned = plan_write(replace(nested, ids=ids), namespace, opcode, request)
     finally:
         child.abort()
     answer = planned.answer if isinstance(planned, Replay) else planned[1]
@@ -206,8 +205,9 @@ def read_in_txn(
     scope = Scope.of(namespace, getattr(request, "space", None))
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
-        _replay_buffer(PlanContext(ctx.store, child, 0, 0), namespace, txn.writes, 0, 0)
-        answer = READS[opcode](ReadContext(ctx.store, child, ctx.record_time), scope, request)
+        _replay_buffer(replace(ctx, txn=child), namespace, txn.writes, 0, 0)
+        reader = ReadContext(ctx.store, child, ctx.record_time, ctx.resolution)
+        answer = READS[opcode](reader, scope, request)
     finally:
         child.abort()
     return Replay(cbor.encode(answer.to_wire()))
@@ -228,7 +228,7 @@ def plan_commit(
 
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
-        nested = PlanContext(ctx.store, child, ctx.lsn, ctx.record_time)
+        nested = replace(ctx, txn=child)
         changes, answers = _replay_buffer(nested, namespace, txn.writes, ctx.lsn, ctx.record_time)
     except BrainError as exc:
         return Failed(exc, after=end)

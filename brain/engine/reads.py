@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import lmdb
 
 from brain.engine.store.env import Store
+from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 
 __all__ = ["ReadContext"]
 
@@ -18,3 +19,5 @@ class ReadContext:
     store: Store
     txn: lmdb.Transaction
     now: int
+    resolution: Resolution = DEFAULT_RESOLUTION
+    """How names resolve (the operator's ``[entities]`` settings)."""

@@ -1,7 +1,7 @@
 """How relations are stored: rows, index entries and the scans over them.
 
 Every key is scope-prefixed. An *end key* is the subject key of
-:mod:`brain.engine.entities` (a tag byte and the entity id).
+:mod:`brain.engine.refs` (a tag byte and the id).
 
 - ``relations``: ``id`` → the content row, written once;
 - ``relation_state``: ``id`` → what happened to it later, each a stamp with its
@@ -28,9 +28,9 @@ from typing import Final
 
 import lmdb
 
-from brain.engine.entities import ref_of_key
 from brain.engine.filters import RowTimes, validity_at
 from brain.engine.plan import Change, Delete, Put
+from brain.engine.refs import SUBJECT_KEY_BYTES, answers_as, ref_of_key
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.store.rows import load_row
@@ -120,15 +120,22 @@ def load_relation(
     return LoadedRelation(row.id, row.content, row.state)
 
 
-def relation_message(loaded: LoadedRelation, believed_at: int | None) -> Relation:
+def relation_message(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    loaded: LoadedRelation,
+    believed_at: int | None,
+) -> Relation:
     """The relation as an answer shows it, with the validity believed at ``believed_at``
-    (None: now)."""
+    (None: now); an end that was merged away or a decided name answers as the entity
+    it became (SEMANTICS.md §7)."""
     c, s = loaded.content, loaded.state
     wire: dict[str, object] = {
         "id": loaded.id,
         "type": c["type"],
-        "from": ref_of_key(loaded.end("from")).to_wire(),
-        "to": ref_of_key(loaded.end("to")).to_wire(),
+        "from": ref_of_key(answers_as(store, txn, scope, loaded.end("from"))).to_wire(),
+        "to": ref_of_key(answers_as(store, txn, scope, loaded.end("to"))).to_wire(),
         "confidence": c["confidence"],
         "evidence": c["evidence"],
         "recorded_at": c["recorded_at"],
@@ -177,13 +184,22 @@ def state_change(scope: Scope, relation_id: bytes, state: dict[str, object]) -> 
 
 
 def current_ids(
-    store: Store, txn: lmdb.Transaction, scope: Scope, *, marker: bytes, end_key: bytes, type_: str
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    *,
+    marker: bytes,
+    end_keys: Collection[bytes],
+    type_: str,
 ) -> set[bytes]:
-    """The ids of current relations of ``type_`` whose end ``marker`` is ``end_key``."""
-    prefix = scope.key(marker, end_key, _type_hash(type_))
+    """The ids of current relations of ``type_`` whose end ``marker`` is one of
+    ``end_keys``."""
     found: set[bytes] = set()
     cursor = txn.cursor(db=store.table(CURRENT))
-    if cursor.set_range(prefix):
+    for end_key in end_keys:
+        prefix = scope.key(marker, end_key, _type_hash(type_))
+        if not cursor.set_range(prefix):
+            continue
         for key, _ in cursor:
             raw = bytes(key)
             if not raw.startswith(prefix):
@@ -199,20 +215,23 @@ def edges_of(
     store: Store,
     txn: lmdb.Transaction,
     scope: Scope,
-    end_key: bytes,
+    end_keys: Collection[bytes],
     *,
     direction: str,
     types: Collection[str] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """``(recorded_at ‖ id, id)`` of every relation touching ``end_key`` in ``direction``
-    (``out``, ``in`` or ``both``), of ``types`` (all when None), in record order; a
-    self-loop seen from both ends appears once. The first item is the LIST cursor."""
-    prefixes = (
-        [scope.key(end_key)]
-        if types is None
-        else [scope.key(end_key, _type_hash(t)) for t in sorted(set(types))]
-    )
-    skip = len(scope.key(end_key)) + _TYPE_HASH_BYTES
+    """``(recorded_at ‖ id, id)`` of every relation touching one of ``end_keys`` in
+    ``direction`` (``out``, ``in`` or ``both``), of ``types`` (all when None), in record
+    order; a relation seen from both ends appears once. The first item is the LIST
+    cursor."""
+    prefixes = [
+        scope.key(end_key, *([] if t is None else [_type_hash(t)]))
+        for end_key in end_keys
+        for t in ([None] if types is None else sorted(set(types)))
+    ]
+    # Every end key has the same length (a subject key), so the position starts at
+    # the same offset under each prefix.
+    skip = len(scope.key()) + SUBJECT_KEY_BYTES + _TYPE_HASH_BYTES
     found: set[tuple[bytes, bytes]] = set()
     for table in _DIRECTION_TABLES[direction]:
         for prefix in prefixes:

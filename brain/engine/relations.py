@@ -37,11 +37,18 @@ import lmdb
 
 from brain.engine import schema
 from brain.engine.audit import audit_entry
-from brain.engine.entities import entity_row, ref_of_key, resolve_for_read, resolve_for_write
+from brain.engine.entities import entity_row
 from brain.engine.filters import Filters, judge
 from brain.engine.memories import check_citations
-from brain.engine.plan import Change, apply_changes
+from brain.engine.plan import Change
 from brain.engine.reads import ReadContext
+from brain.engine.refs import (
+    answers_as,
+    keys_answering_as,
+    ref_of_key,
+    resolve_for_read,
+    resolve_for_write,
+)
 from brain.engine.relation_rows import (
     FROM_END,
     TO_END,
@@ -57,7 +64,7 @@ from brain.engine.relation_rows import (
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.versioned import superseded_state, tombstoned_state
-from brain.engine.writer import PlanContext
+from brain.engine.writer import PlanContext, staged
 from brain.errors import (
     AsOfInFuture,
     CardinalityViolation,
@@ -155,13 +162,8 @@ def _resolve_ends(
         return from_key, to_key, changes + more
     # ``from`` created an entity the store does not hold yet: resolve ``to`` where it
     # does, so the same new name at both ends names one entity, not two.
-    child = ctx.store.env.begin(write=True, parent=ctx.txn)
-    try:
-        apply_changes(ctx.store, child, changes)
-        nested = PlanContext(ctx.store, child, ctx.lsn, ctx.record_time, ctx.ids)
+    with staged(ctx, changes) as nested:
         to_key, more = resolve_for_write(nested, scope, draft.to, f"{prefix}to")
-    finally:
-        child.abort()
     return from_key, to_key, changes + more
 
 
@@ -169,16 +171,19 @@ def _conflicting(
     ctx: PlanContext, scope: Scope, type_: str, from_key: bytes, to_key: bytes
 ) -> set[bytes]:
     """Current relations a new ``from → to`` edge of ``type_`` conflicts with."""
-    cardinality = cardinality_of(ctx.store, ctx.txn, scope, type_)
+    store, txn = ctx.store, ctx.txn
+    cardinality = cardinality_of(store, txn, scope, type_)
     if cardinality not in CARDINALITIES:
         raise Internal(f"relation type {type_!r} has an unknown cardinality {cardinality!r}")
     found: set[bytes] = set()
-    if cardinality in (MANY_TO_ONE, ONE_TO_ONE):
-        found |= current_ids(
-            ctx.store, ctx.txn, scope, marker=FROM_END, end_key=from_key, type_=type_
-        )
-    if cardinality in (ONE_TO_MANY, ONE_TO_ONE):
-        found |= current_ids(ctx.store, ctx.txn, scope, marker=TO_END, end_key=to_key, type_=type_)
+    # An end's relations include those stored under every key that answers as it.
+    for marker, key, constrained in (
+        (FROM_END, from_key, (MANY_TO_ONE, ONE_TO_ONE)),
+        (TO_END, to_key, (ONE_TO_MANY, ONE_TO_ONE)),
+    ):
+        if cardinality in constrained:
+            keys = keys_answering_as(store, txn, scope, key)
+            found |= current_ids(store, txn, scope, marker=marker, end_keys=keys, type_=type_)
     return found
 
 
@@ -280,7 +285,7 @@ def plan_supersede(
     draft = request.new
     check_citations(ctx.store, ctx.txn, scope, draft.evidence or (), "new.")
     from_key, to_key, changes = _resolve_ends(ctx, scope, draft, "new.")
-    if from_key != old.end("from"):
+    if from_key != answers_as(ctx.store, ctx.txn, scope, old.end("from")):
         raise InvalidArgument("a new version must have the same from entity", field="new.from")
     others = _conflicting(ctx, scope, draft.type_, from_key, to_key) - {old.id}
     if others:
@@ -331,7 +336,7 @@ def _entity_key(ctx: ReadContext, scope: Scope, entity_id: bytes, field: str) ->
 def read_get(ctx: ReadContext, scope: Scope, request: RelationGet) -> RelationGetOk:
     """RELATION_GET: the relation as believed now."""
     loaded = load_relation(ctx.store, ctx.txn, scope, request.id, "id")
-    return RelationGetOk(relation=relation_message(loaded, None))
+    return RelationGetOk(relation=relation_message(ctx.store, ctx.txn, scope, loaded, None))
 
 
 def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> RelationListOk:
@@ -346,7 +351,8 @@ def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> Relation
     page: list[Relation] = []
     more = False
     last = b""
-    rows = edges_of(ctx.store, ctx.txn, scope, end_key, direction=request.direction, types=types)
+    keys = keys_answering_as(ctx.store, ctx.txn, scope, end_key)
+    rows = edges_of(ctx.store, ctx.txn, scope, keys, direction=request.direction, types=types)
     for position, relation_id in rows:
         if position <= after:
             continue
@@ -356,7 +362,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> Relation
         if len(page) == limit:
             more = True
             break
-        page.append(relation_message(loaded, request.as_of))
+        page.append(relation_message(ctx.store, ctx.txn, scope, loaded, request.as_of))
         last = position
     return RelationListOk(relations=tuple(page), cursor=last if more else None)
 
@@ -375,7 +381,7 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
     direction = "both" if request.direction is None else request.direction
     filters = Filters(predicates=request.types, valid_at=request.valid_at, as_of=request.as_of)
     limit = DEFAULT_TRAVERSE_LIMIT if request.limit is None else request.limit
-    nodes = [TraversalNode(entity_id=request.from_, hop=0)]
+    nodes = [TraversalNode(entity_id=start[1:], hop=0)]
     visited = {start}
     edges: list[Relation] = []
     shown: set[bytes] = set()
@@ -384,8 +390,9 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
         reached: list[bytes] = []
         for key in frontier:
             expanded = 0
+            keys = keys_answering_as(ctx.store, ctx.txn, scope, key)
             rows = edges_of(
-                ctx.store, ctx.txn, scope, key, direction=direction, types=request.types
+                ctx.store, ctx.txn, scope, keys, direction=direction, types=request.types
             )
             for _, relation_id in rows:
                 if expanded == MAX_EDGES_PER_NODE:
@@ -393,7 +400,10 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
                 loaded = load_relation(ctx.store, ctx.txn, scope, relation_id, "id")
                 if not judge(loaded.times(), filters).kept:
                     continue
-                other = loaded.end("to") if loaded.end("from") == key else loaded.end("from")
+                ends = [
+                    answers_as(ctx.store, ctx.txn, scope, loaded.end(e)) for e in ("from", "to")
+                ]
+                other = ends[1] if ends[0] == key else ends[0]
                 end = ref_of_key(other)
                 if not isinstance(end, EntityRef):
                     continue  # an end pending review is not in the graph yet
@@ -406,7 +416,7 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
                 expanded += 1
                 if relation_id not in shown:
                     shown.add(relation_id)
-                    edges.append(relation_message(loaded, request.as_of))
+                    edges.append(relation_message(ctx.store, ctx.txn, scope, loaded, request.as_of))
         frontier = reached
     return RelationTraverseOk(nodes=tuple(nodes), edges=tuple(edges))
 

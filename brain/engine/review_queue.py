@@ -9,23 +9,49 @@ from __future__ import annotations
 
 from typing import Final
 
+import lmdb
+
 from brain.engine.plan import Change, Put
 from brain.engine.scope import Scope
+from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
 from brain.wire import cbor
 
-__all__ = ["OPEN", "REVIEWS", "queue_review"]
+__all__ = ["OPEN", "REVIEWS", "queue_review", "review_row"]
 
 REVIEWS: Final = b"reviews"
 OPEN: Final = b"reviews_open"
 
 
+def review_row(
+    store: Store, txn: lmdb.Transaction, scope: Scope, review_id: bytes
+) -> dict[str, object] | None:
+    """The stored item ``review_id`` of ``scope``, or None."""
+    raw = txn.get(scope.key(review_id), db=store.table(REVIEWS))
+    if raw is None:
+        return None
+    row = cbor.decode(bytes(raw))
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
 def queue_review(
-    ctx: PlanContext, scope: Scope, kind: str, records: list[bytes]
+    ctx: PlanContext,
+    scope: Scope,
+    kind: str,
+    records: list[bytes],
+    extra: dict[str, object] | None = None,
 ) -> tuple[bytes, list[Change]]:
-    """Queue an open item of ``kind`` about ``records``; return its id and the changes."""
+    """Queue an open item of ``kind`` about ``records`` (with the ``extra`` fields its
+    kind keeps); return its id and the changes."""
     review_id = ctx.ids.new()
-    row = {"kind": kind, "records": records, "created_at": ctx.record_time, "status": "open"}
+    row: dict[str, object] = {
+        **(extra or {}),
+        "kind": kind,
+        "records": records,
+        "created_at": ctx.record_time,
+        "status": "open",
+    }
     return review_id, [
         Put(REVIEWS, scope.key(review_id), cbor.encode(row)),
         Put(OPEN, scope.key(ctx.record_time.to_bytes(8, "big"), review_id), b""),

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from brain.engine.entities import ENTITY_TAG, SUBJECT_KEY_BYTES, absorbed, resolve_for_read
 from brain.engine.filters import Filters, judge
 from brain.engine.reads import ReadContext
+from brain.engine.refs import SUBJECT_KEY_BYTES, keys_answering_as, resolve_for_read
 from brain.engine.scope import Scope
 from brain.engine.statements import (
     BY_SUBJECT,
@@ -34,7 +34,7 @@ from brain.wire.messages.statement_ops import (
     StatementListOk,
 )
 
-__all__ = ["DEFAULT_LIST_LIMIT", "read_get", "read_history", "read_list"]
+__all__ = ["DEFAULT_LIST_LIMIT", "read_get", "read_history", "read_list", "scan_ids"]
 
 DEFAULT_LIST_LIMIT: Final = 100
 """Page size when STATEMENT_LIST names none (WIRE.md §8)."""
@@ -70,7 +70,7 @@ def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> S
     return StatementHistoryOk(versions=tuple(versions))
 
 
-def _scan_ids(
+def scan_ids(
     ctx: ReadContext, scope: Scope, subject: bytes | None, predicate: str | None
 ) -> Iterator[tuple[bytes, bytes]]:
     """(recorded_at ‖ id, id) for candidate rows, in recorded order when no subject is given."""
@@ -85,10 +85,8 @@ def _scan_ids(
                 tail = raw[len(prefix) :]
                 yield tail, tail[8:]
         return
-    subjects = [subject]
-    if subject[:1] == ENTITY_TAG:
-        # An entity's statements include those of every entity merged into it.
-        subjects += [ENTITY_TAG + e for e in absorbed(ctx.store, ctx.txn, scope, subject[1:])]
+    # An entity's statements include those stored under every key that answers as it.
+    subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
     found: list[tuple[bytes, bytes]] = []
     cursor = ctx.txn.cursor(db=ctx.store.table(BY_SUBJECT))
     for each in subjects:
@@ -130,7 +128,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> Stateme
     page: list[Statement] = []
     more = False
     last = b""
-    for position, statement_id in _scan_ids(ctx, scope, subject, request.predicate):
+    for position, statement_id in scan_ids(ctx, scope, subject, request.predicate):
         if position <= after:
             continue
         loaded = get_loaded(ctx.store, ctx.txn, scope, statement_id, "id")

@@ -27,16 +27,10 @@ from typing import Final
 import lmdb
 
 from brain.engine.audit import audit_entry
-from brain.engine.entities import (
-    ENTITY_TAG,
-    absorbed,
-    canonical_entity,
-    ref_of_key,
-    resolve_for_write,
-)
 from brain.engine.filters import RowTimes, validity_at
 from brain.engine.memories import check_citations
 from brain.engine.plan import Change, Delete, Put
+from brain.engine.refs import answers_as, keys_answering_as, ref_of_key, resolve_for_write
 from brain.engine.review_queue import queue_review
 from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
@@ -149,9 +143,10 @@ def to_message(
             wire[key] = c[key]
     subject = c["subject"]
     assert isinstance(subject, bytes)
-    if store is not None and txn is not None and subject[:1] == ENTITY_TAG:
-        # The statements of a merged entity answer as the kept one's (SEMANTICS.md §7).
-        subject = ENTITY_TAG + canonical_entity(store, txn, scope, subject[1:])
+    if store is not None and txn is not None:
+        # The statements of a merged entity answer as the kept one's, those of a
+        # decided name as the chosen entity's (SEMANTICS.md §7).
+        subject = answers_as(store, txn, scope, subject)
     wire["subject"] = ref_of_key(subject).to_wire()
     start, end = validity_at(statement_times(loaded), believed_at)
     if start is not None:
@@ -271,17 +266,13 @@ def tombstone_changes(
 
 def _canonical_subject(ctx: PlanContext, scope: Scope, subject: object) -> bytes:
     assert isinstance(subject, bytes)
-    if subject[:1] != ENTITY_TAG:
-        return subject
-    return ENTITY_TAG + canonical_entity(ctx.store, ctx.txn, scope, subject[1:])
+    return answers_as(ctx.store, ctx.txn, scope, subject)
 
 
 def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) -> list[bytes]:
     """The current statements of ``subject`` and ``predicate`` (including those stored
-    under entities merged into it), oldest id first per subject."""
-    subjects = [subject]
-    if subject[:1] == ENTITY_TAG:
-        subjects += [ENTITY_TAG + e for e in absorbed(ctx.store, ctx.txn, scope, subject[1:])]
+    under every key that answers as it), oldest id first per subject key."""
+    subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
     cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
     found: list[bytes] = []
     for each in subjects:

@@ -21,22 +21,23 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import lmdb
 
 from brain.engine.clock import RecordClock
-from brain.engine.plan import PLAN_RECORD_KIND, Plan, apply_changes, encode_plan
+from brain.engine.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, encode_plan
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.transactions import IdSource
+from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
 from brain.errors import BrainError, Internal, StorageFault, Unavailable
 
-__all__ = ["Failed", "MAX_BATCH", "Outcome", "PlanContext", "Replay", "Writer"]
+__all__ = ["Failed", "MAX_BATCH", "Outcome", "PlanContext", "Replay", "Writer", "staged"]
 
 log = logging.getLogger("brain.engine")
 
@@ -69,6 +70,22 @@ class PlanContext:
     ids: IdSource = field(default_factory=IdSource)
     actor: bytes = b""
     """The key id of whoever sent the write (for the audit log)."""
+    resolution: Resolution = DEFAULT_RESOLUTION
+    """How names resolve (the operator's ``[entities]`` settings)."""
+
+
+@contextlib.contextmanager
+def staged(ctx: PlanContext, changes: Sequence[Change]) -> Iterator[PlanContext]:
+    """A planning context that sees ``changes`` as if applied, for a planner that must
+    plan a second step on top of its first (the same new name at both ends of a
+    relation, several merges in one decision). The changes go into a nested
+    transaction that is thrown away on exit; the planner still returns them all."""
+    child = ctx.store.env.begin(write=True, parent=ctx.txn)
+    try:
+        apply_changes(ctx.store, child, changes)
+        yield replace(ctx, txn=child)
+    finally:
+        child.abort()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +137,12 @@ class Writer:
         applied_lsn: int,
         on_applied: Callable[[list[tuple[int, Plan]]], None] | None = None,
         on_checkpoint: Callable[[], None] | None = None,
+        resolution: Resolution = DEFAULT_RESOLUTION,
     ) -> None:
         """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
         such as the idempotency sweep), when no write transaction is open."""
         self._on_checkpoint = on_checkpoint
+        self._resolution = resolution
         self._store = store
         self._wal = wal
         self._clock = clock
@@ -346,7 +365,9 @@ class Writer:
         next_lsn = self._wal.next_lsn
         for job in jobs:
             record_time = self._clock.tick()
-            context = PlanContext(self._store, txn, next_lsn, record_time)
+            context = PlanContext(
+                self._store, txn, next_lsn, record_time, resolution=self._resolution
+            )
             try:
                 outcome = job.plan(context)
             except BrainError as exc:

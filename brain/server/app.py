@@ -18,7 +18,7 @@ from typing import Final
 from aiohttp import web
 
 from brain import __version__
-from brain.engine.database import Database
+from brain.engine.database import Database, DatabaseOptions
 from brain.errors import Overloaded
 from brain.ids import new_id
 from brain.server.backend import Backend, BackendStatus, EngineBackend, UnbuiltBackend
@@ -88,7 +88,8 @@ class Server:
             self.backend = self._given_backend
         else:
             # Nothing is served from the wire port half-recovered: it opens after this.
-            database = await asyncio.to_thread(Database.open, data)
+            options = DatabaseOptions(resolution=self.config.entities.resolution())
+            database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)
             self.metrics.attach_database(database)
         self._recovering = False

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from brain.engine.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD, Resolution
 from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_FRAME_CEILING
 from brain.wire.session import DEFAULT_MAX_STREAMS
 
@@ -72,6 +73,20 @@ class AdminConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class EntitiesConfig:
+    """The ``[entities]`` section: how names resolve (SEMANTICS.md §7)."""
+
+    fuzzy_threshold: float = FUZZY_THRESHOLD
+    """Lowest fuzzy score (rapidfuzz ratio / 100) a name still matches at."""
+    ambiguity_margin: float = AMBIGUITY_MARGIN
+    """Two best candidates this close are a tie that a write sends to review."""
+
+    def resolution(self) -> Resolution:
+        """The engine's form of these settings."""
+        return Resolution(self.fuzzy_threshold, self.ambiguity_margin)
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     """The ``[log]`` section."""
 
@@ -84,6 +99,7 @@ class Config:
 
     server: ServerConfig = field(default_factory=ServerConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    entities: EntitiesConfig = field(default_factory=EntitiesConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     @property
@@ -106,6 +122,7 @@ class Config:
 _SECTIONS: Final[dict[str, type[Any]]] = {
     "server": ServerConfig,
     "admin": AdminConfig,
+    "entities": EntitiesConfig,
     "log": LogConfig,
 }
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -216,5 +233,9 @@ def _validate(config: Config) -> None:
         raise ConfigError("server.idle_timeout_s must be positive")
     if not server.data_dir:
         raise ConfigError("server.data_dir must not be empty")
+    try:
+        config.entities.resolution()
+    except ValueError as exc:
+        raise ConfigError(f"entities.{exc}") from None
     if config.log.level not in _LOG_LEVELS:
         raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")

@@ -72,3 +72,15 @@ def test_redaction() -> None:
     assert shown["admin"]["token"] == "<redacted>"
     assert "hunter2" not in repr(shown)
     assert Config().redacted()["admin"]["token"] == ""
+
+
+def test_entity_resolution_settings() -> None:
+    config = load_config(environ={"BRAIN_ENTITIES__FUZZY_THRESHOLD": "0.9"})
+    assert config.entities.resolution().fuzzy_threshold == 0.9
+    assert config.entities.resolution().ambiguity_margin == 0.05
+    for bad in (
+        {"BRAIN_ENTITIES__FUZZY_THRESHOLD": "1.5"},
+        {"BRAIN_ENTITIES__AMBIGUITY_MARGIN": "-1"},
+    ):
+        with pytest.raises(ConfigError, match="entities"):
+            load_config(environ=bad)

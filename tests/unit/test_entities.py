@@ -7,10 +7,10 @@ import math
 import pytest
 from rapidfuzz import fuzz
 
-from brain.engine import entity_ops
+from brain.engine import entity_ops, resolution
 from brain.engine.database import Database
 from brain.engine.entities import NAME_KEY_BYTES
-from brain.engine.entity_ops import AMBIGUITY_MARGIN, FUZZY_THRESHOLD
+from brain.engine.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD
 from brain.errors import BrainError, Conflict, InvalidArgument, NotFound
 from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
@@ -337,7 +337,7 @@ def test_fuzzy_scan_is_bounded(db: Database, monkeypatch: pytest.MonkeyPatch) ->
     create(db, "aaaa two")
     late = create(db, "zzzz three")
     assert resolve(db, "zzzz thre").resolved == late
-    monkeypatch.setattr(entity_ops, "FUZZY_SCAN_ROWS", 2)
+    monkeypatch.setattr(resolution, "FUZZY_SCAN_ROWS", 2)
     assert resolve(db, "zzzz thre").matches == ()
 
 

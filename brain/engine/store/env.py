@@ -51,7 +51,7 @@ TABLES: Final = (
     b"memory_by_text",  # scope ‖ sha256 ‖ memory_id -> b"" (every memory with that text)
     b"entities",  # scope ‖ entity_id -> entity row
     b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
-    b"entity_absorbed",  # scope ‖ kept entity ‖ merged entity -> b"" (undone by unmerge)
+    b"entity_absorbed",  # scope ‖ entity ‖ subject key answering as it (merged, decided name)
     b"entity_merges",  # scope ‖ merge_id -> both entities' rows and index names, before/after
     b"statements",  # scope ‖ statement_id -> content row (a husk once retracted)
     b"statement_state",  # scope ‖ statement_id -> later stamps (superseded, tombstoned, closed)
@@ -70,6 +70,7 @@ TABLES: Final = (
     b"schema",  # scope -> the declarations of the space
     b"reviews",  # scope ‖ review_id -> review item
     b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
+    b"reviews_by_name",  # scope ‖ hash of (name, type) -> open ambiguous_entity review_id
     b"audit",  # scope ‖ recorded_at ‖ lsn ‖ entry id -> audit entry
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from brain.wire.messages.common import ScopedRequest, WriteRequest
-from brain.wire.messages.values import Id, Limit, Nanos, UInt
+from brain.wire.messages.values import Id, Limit, Name, Nanos, UInt
 from brain.wire.schema import Choice, Len, Message, wire_message
 
 __all__ = [
@@ -39,6 +39,11 @@ class ReviewItem(Message):
     kind: ReviewKind
     records: Annotated[tuple[Id, ...], Len(1, None)]
     created_at: Nanos
+    name: Name | None = None
+    """For ``ambiguous_entity``: the name the writes gave (an extension of WIRE.md §8,
+    which has no other way to show it)."""
+    type_: Name | None = None
+    """For ``ambiguous_entity``: the type the writes gave with the name, if any."""
 
 
 @wire_message

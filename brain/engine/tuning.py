@@ -1,0 +1,36 @@
+"""Settings an operator may tune that planners and readers see.
+
+Kept free of other engine imports: the planning and reading contexts carry
+them, and every planner imports those contexts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["AMBIGUITY_MARGIN", "DEFAULT_RESOLUTION", "FUZZY_THRESHOLD", "Resolution"]
+
+FUZZY_THRESHOLD: Final = 0.8
+"""Lowest fuzzy score kept: "Jon Smith" still finds "John Smith" (0.95), "Bob" not "Rob" (0.67)."""
+
+AMBIGUITY_MARGIN: Final = 0.05
+"""Two best candidates this close are a tie to be settled by a review (SEMANTICS.md §7)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How names resolve: the fuzzy tier's lowest score and the margin of a tie."""
+
+    fuzzy_threshold: float = FUZZY_THRESHOLD
+    ambiguity_margin: float = AMBIGUITY_MARGIN
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.fuzzy_threshold <= 1.0:
+            raise ValueError(f"fuzzy_threshold must be in (0, 1], not {self.fuzzy_threshold}")
+        if not 0.0 <= self.ambiguity_margin < 1.0:
+            raise ValueError(f"ambiguity_margin must be in [0, 1), not {self.ambiguity_margin}")
+
+
+DEFAULT_RESOLUTION: Final = Resolution()
+"""The documented defaults."""
