@@ -17,12 +17,13 @@ import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import lmdb
 
+from brain.embed import DEFAULT_KIND, load_embedder
 from brain.engine import budget, idempotency
 from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.clock import RecordClock
@@ -45,6 +46,9 @@ from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
+from brain.retrieval.indexer import Indexer
+from brain.retrieval.service import DEFAULT_INDEX_WAIT_S, Retrieval
+from brain.retrieval.vectors import VectorIndexes
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
@@ -54,6 +58,9 @@ from brain.wire.schema import Message
 __all__ = ["Database", "DatabaseOptions", "open_database"]
 
 log = logging.getLogger("brain.engine")
+
+DEFAULT_EMBEDDER = DEFAULT_KIND
+"""The embedder of a database opened without naming one (tests set ``hashing`` here)."""
 
 RECOVERY_BATCH: Final = 1000
 """WAL records applied per LMDB transaction during recovery."""
@@ -71,6 +78,9 @@ class DatabaseOptions:
     idempotency_retention_ns: int = idempotency.DEFAULT_RETENTION_NS
     txn_max_writes: int = MAX_TXN_WRITES
     resolution: Resolution = DEFAULT_RESOLUTION
+    embedder: str = field(default_factory=lambda: DEFAULT_EMBEDDER)
+    """``minilm`` (the model), or ``hashing`` (for tests only, never a fallback)."""
+    index_wait_s: float = DEFAULT_INDEX_WAIT_S
 
 
 class Database:
@@ -83,8 +93,11 @@ class Database:
         store: Store,
         writer: Writer,
         options: DatabaseOptions,
+        *,
+        retrieval: Retrieval,
     ) -> None:
         """Private: use :meth:`open` (or :func:`brain.open`)."""
+        self.retrieval = retrieval
         self.path = path
         self._txns = TxnRegistry(max_writes=options.txn_max_writes)
         self._wal = wal
@@ -97,6 +110,8 @@ class Database:
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
         """Open (creating if needed) and recover the database in directory ``path``."""
         opts = options or DatabaseOptions()
+        # First, so that a missing model stops the open before anything is touched.
+        embedder = load_embedder(opts.embedder)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
         wal = WriteAheadLog.open(
@@ -116,20 +131,27 @@ class Database:
             def housekeeping() -> None:
                 idempotency.sweep(store, older_than=clock.now() - retention)
 
+            wake: list[Callable[[object], None]] = []
             writer = Writer(
                 store,
                 wal,
                 clock,
                 applied_lsn=applied,
                 on_checkpoint=housekeeping,
+                on_applied=lambda plans: wake[0](plans) if wake else None,
                 resolution=opts.resolution,
             )
             writer.start()
+            indexes = VectorIndexes(root / "index", embedder.dimensions)
+            indexer = Indexer(store, writer, embedder, indexes)
+            wake.append(indexer.notify)
+            indexer.start()
         except BaseException:
             store.close()
             wal.close()
             raise
-        return cls(root, wal, store, writer, opts)
+        retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
+        return cls(root, wal, store, writer, opts, retrieval=retrieval)
 
     # --- status ---------------------------------------------------------------------------
 
@@ -204,6 +226,12 @@ class Database:
             )
         return submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
 
+    def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
+        """Wait until every write applied so far is in the vector indexes (the lexical
+        index always is); False if ``timeout`` seconds passed first."""
+        self._check_open()
+        return self.retrieval.indexer.wait_for(self._writer.applied_lsn, timeout)
+
     def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
         """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
         self._check_open()
@@ -229,9 +257,15 @@ class Database:
             return response_class(opcode).from_wire(cbor.decode(future.result()))
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
+        if opcode in (Opcode.RECALL, Opcode.EXPLAIN):
+            # A recall sees every write acknowledged before it: wait for their vectors.
+            wanted = self._writer.applied_lsn
+            if not self.retrieval.indexer.wait_for(wanted, self.retrieval.index_wait_s):
+                log.warning("recall ran before the indexer reached LSN %d", wanted)
         with self._store.read() as txn:
             now = self._writer.clock.now()
-            return handler(ReadContext(self._store, txn, now, self._resolution), scope, request)
+            context = ReadContext(self._store, txn, now, self._resolution, self.retrieval)
+            return handler(context, scope, request)
 
     def execute(
         self,
@@ -286,6 +320,8 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        # The indexer writes through the writer: it stops first.
+        self.retrieval.indexer.close()
         self._writer.stop()
         self._store.close()
         self._wal.close()

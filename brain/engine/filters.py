@@ -81,10 +81,13 @@ class RowTimes:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The outcome for one row: where it stopped, and whether as-of restored it."""
+    """The outcome for one row: where it stopped, whether as-of restored it, and the
+    first step it failed in chain order before step 6 had its say (what EXPLAIN
+    counts for steps 1 to 5)."""
 
     dropped_at: Step
     restored: bool = False
+    first_failed: Step = Step.SURVIVED
 
     @property
     def kept(self) -> bool:
@@ -126,27 +129,28 @@ def judge(row: RowTimes, f: Filters) -> Verdict:
     """Run the six steps over one row, in order."""
     if row.retracted:
         # A husk has no content to match and is never restored (step 6).
-        return Verdict(Step.TYPE)
+        return Verdict(Step.TYPE, first_failed=Step.TYPE)
     if f.kinds is not None and row.kind not in f.kinds:
-        return Verdict(Step.TYPE)
+        return Verdict(Step.TYPE, first_failed=Step.TYPE)
     if f.predicates is not None and row.predicate not in f.predicates:
-        return Verdict(Step.TYPE)
+        return Verdict(Step.TYPE, first_failed=Step.TYPE)
     if not _temporal(row, f):
-        return Verdict(Step.TEMPORAL)
+        return Verdict(Step.TEMPORAL, first_failed=Step.TEMPORAL)
     if f.min_confidence is not None and (row.confidence or 0.0) < f.min_confidence:
-        return Verdict(Step.CONFIDENCE)
+        return Verdict(Step.CONFIDENCE, first_failed=Step.CONFIDENCE)
     dropped: Step | None = None
     if row.tombstoned_at is not None and not f.include_tombstoned:
         dropped = Step.TOMBSTONE
     elif row.superseded and not f.include_superseded:
         dropped = Step.SUPERSESSION
+    first = Step.SURVIVED if dropped is None else dropped
     if f.as_of is None:
-        return Verdict(dropped if dropped is not None else Step.SURVIVED)
+        return Verdict(first, first_failed=first)
     t = f.as_of
     believed = row.recorded_at <= t and (
         row.record_invalidated_at is None or row.record_invalidated_at > t
     )
     if not believed:
-        return Verdict(Step.AS_OF)
+        return Verdict(Step.AS_OF, first_failed=Step.AS_OF if dropped is None else dropped)
     # Believed at t: whatever invalidated it came after t, so the historical answer wins.
-    return Verdict(Step.SURVIVED, restored=dropped is not None)
+    return Verdict(Step.SURVIVED, restored=dropped is not None, first_failed=first)

@@ -27,6 +27,8 @@ from brain.engine.plan import Change, Delete, Put
 from brain.engine.scope import Scope
 from brain.engine.writer import PlanContext
 from brain.errors import NotFound
+from brain.retrieval.documents import MEMORY_DOC
+from brain.retrieval.indexing import unindex_document
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Forget, ForgetOk
 
@@ -100,6 +102,7 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
             updated["forgotten_at"] = ctx.record_time
             updated.pop("text", None)
             updated.pop("vector", None)
+            changes += unindex_document(ctx, scope, MEMORY_DOC + memory_id)
         changes.append(Put(MEMORIES, scope.key(memory_id), cbor.encode(updated)))
     affected = 0
     done: set[bytes] = set()

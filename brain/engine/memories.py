@@ -20,6 +20,8 @@ from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
 from brain.errors import Conflict, Forgotten, InvalidArgument, NotFound
+from brain.retrieval.documents import MEMORY_DOC
+from brain.retrieval.indexing import index_document
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.records import Evidence, Memory
@@ -133,6 +135,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
         Put(BY_SHA, scope.key(digest), memory_id),
         Put(BY_TEXT, scope.key(digest, memory_id), b""),
         *override,
+        *index_document(scope, MEMORY_DOC + memory_id, request.text),
     ]
     answer = EncodeOk(
         memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False

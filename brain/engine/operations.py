@@ -32,6 +32,7 @@ from brain.engine.scope import Scope
 from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
 from brain.engine.writer import Failed, PlanContext, Replay
 from brain.errors import BrainError
+from brain.retrieval.recall import RECALL_READS
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
@@ -80,6 +81,7 @@ READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.REVIEW_LIST: reviews.read_review_list,
     **RELATION_READS,
     **ENTITY_READS,
+    **RECALL_READS,
 }
 
 

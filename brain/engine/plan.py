@@ -20,6 +20,8 @@ from brain.errors import InvalidArgument, StorageFault
 from brain.wire import cbor
 
 __all__ = [
+    "Add",
+    "COUNTER_BYTES",
     "Change",
     "Delete",
     "PLAN_RECORD_KIND",
@@ -28,6 +30,7 @@ __all__ = [
     "apply_changes",
     "decode_plan",
     "encode_plan",
+    "read_counter",
 ]
 
 PLAN_RECORD_KIND: Final = 1
@@ -35,6 +38,10 @@ PLAN_RECORD_KIND: Final = 1
 
 _PUT: Final = 1
 _DELETE: Final = 2
+_ADD: Final = 3
+
+COUNTER_BYTES: Final = 8
+"""A counter :class:`Add` changes: a signed 64-bit big-endian integer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +61,25 @@ class Delete:
     key: bytes
 
 
-Change = Put | Delete
+@dataclass(frozen=True, slots=True)
+class Add:
+    """Add ``delta`` to the counter under ``key`` in ``table`` (absent counts as 0).
+
+    Read and written when applied, so several adds to one counter in one plan (or
+    one batch) compose, where puts computed at planning time would overwrite each
+    other. Replay applies each logged record exactly once, so the sum is exact."""
+
+    table: bytes
+    key: bytes
+    delta: int
+
+
+Change = Put | Delete | Add
+
+
+def read_counter(raw: bytes | None) -> int:
+    """The value of a counter row (0 when absent)."""
+    return 0 if raw is None else int.from_bytes(raw, "big", signed=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +103,8 @@ def encode_plan(plan: Plan) -> bytes:
     for change in plan.changes:
         if isinstance(change, Put):
             rows.append([_PUT, change.table, change.key, change.value])
+        elif isinstance(change, Add):
+            rows.append([_ADD, change.table, change.key, change.delta])
         else:
             rows.append([_DELETE, change.table, change.key])
     return cbor.encode({"changes": rows, "answers": list(plan.answers)})
@@ -105,6 +132,10 @@ def _decode_change(row: object) -> Change:
         table, key, value = row[1], row[2], row[3]
         if isinstance(table, bytes) and isinstance(key, bytes) and isinstance(value, bytes):
             return Put(table, key, value)
+    if isinstance(row, list) and len(row) == 4 and row[0] == _ADD:
+        table, key, delta = row[1], row[2], row[3]
+        if isinstance(table, bytes) and isinstance(key, bytes) and isinstance(delta, int):
+            return Add(table, key, delta)
     if isinstance(row, list) and len(row) == 3 and row[0] == _DELETE:
         table, key = row[1], row[2]
         if isinstance(table, bytes) and isinstance(key, bytes):
@@ -120,5 +151,9 @@ def apply_changes(store: Store, txn: lmdb.Transaction, changes: Sequence[Change]
         db = store.table(change.table)
         if isinstance(change, Put):
             txn.put(change.key, change.value, db=db)
+        elif isinstance(change, Add):
+            raw = txn.get(change.key, db=db)
+            value = read_counter(None if raw is None else bytes(raw)) + change.delta
+            txn.put(change.key, value.to_bytes(COUNTER_BYTES, "big", signed=True), db=db)
         else:
             txn.delete(change.key, db=db)

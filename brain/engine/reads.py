@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import lmdb
 
 from brain.engine.store.env import Store
 from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
+
+if TYPE_CHECKING:
+    from brain.retrieval.service import Retrieval
 
 __all__ = ["ReadContext"]
 
@@ -21,3 +25,5 @@ class ReadContext:
     now: int
     resolution: Resolution = DEFAULT_RESOLUTION
     """How names resolve (the operator's ``[entities]`` settings)."""
+    retrieval: Retrieval | None = None
+    """The embedder and vector indexes RECALL uses (None where no recall can run)."""

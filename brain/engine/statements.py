@@ -12,7 +12,11 @@ Storage, every key scope-prefixed:
 - ``statement_by_time``: ``recorded_at ‖ id`` (LIST order and paging);
 - ``statement_current``: ``subject key ‖ predicate hash ‖ id`` for the
   statements neither superseded nor tombstoned;
-- ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY).
+- ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY);
+- ``statement_by_object``: ``entity id ‖ id`` for an object ``{"entity": id}``
+  (the graph arm walks from an entity to the statements naming it);
+- the retrieval indexes (:mod:`brain.retrieval.indexing`): a statement is
+  indexed when written and leaves the indexes when retracted.
 
 A supersession never rewrites the old statement's validity: it stamps the
 close and when it was learned, and every answer shows the validity believed
@@ -43,6 +47,8 @@ from brain.engine.versioned import (
 )
 from brain.engine.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
+from brain.retrieval.documents import doc_key, statement_text
+from brain.retrieval.indexing import index_document, unindex_document
 from brain.wire import cbor
 from brain.wire.messages.records import Statement
 from brain.wire.messages.statement_ops import (
@@ -56,7 +62,7 @@ from brain.wire.messages.statement_ops import (
     StatementTombstone,
     StatementTombstoned,
 )
-from brain.wire.messages.values import EntityValue, MemoryValue, StatementValue
+from brain.wire.messages.values import EntityValue, MemoryValue, NameRef, Ref, StatementValue
 
 __all__ = [
     "plan_create",
@@ -72,6 +78,7 @@ __all__ = [
 STATEMENTS: Final = b"statements"
 STATE: Final = b"statement_state"
 BY_SUBJECT: Final = b"statement_by_subject"
+BY_OBJECT: Final = b"statement_by_object"
 BY_TIME: Final = b"statement_by_time"
 CURRENT: Final = b"statement_current"
 CHAIN: Final = b"statement_chain"
@@ -209,7 +216,15 @@ def _content(
     return row
 
 
-def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[Change]:
+def _insert(
+    ctx: PlanContext,
+    scope: Scope,
+    statement_id: bytes,
+    row: dict[str, object],
+    subject_name: str | None,
+) -> list[Change]:
+    """The rows and index entries of a new statement. ``subject_name`` names a subject
+    entity this write creates (the store cannot tell its name yet)."""
     subject, predicate = row["subject"], row["predicate"]
     assert isinstance(subject, bytes) and isinstance(predicate, str)
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
@@ -226,7 +241,24 @@ def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[C
         Put(BY_EVIDENCE, scope.key(memory_id, statement_id), b"")
         for memory_id in _evidence_ids(row)
     ]
+    target = _object_entity(row)
+    if target is not None:
+        changes.append(Put(BY_OBJECT, scope.key(target, statement_id), b""))
+    text = statement_text(ctx.store, ctx.txn, scope, row, subject_name)
+    changes += index_document(scope, doc_key("statement", statement_id), text)
     return changes
+
+
+def _object_entity(row: dict[str, object]) -> bytes | None:
+    """The entity a statement's object names, if it names one."""
+    value = row.get("object")
+    target = value.get("entity") if isinstance(value, dict) else None
+    return target if isinstance(target, bytes) else None
+
+
+def _name_of(ref: Ref) -> str | None:
+    """The name a ref gives (a subject the write may create), or None."""
+    return ref.name if isinstance(ref, NameRef) else None
 
 
 def _evidence_ids(row: dict[str, object]) -> list[bytes]:
@@ -335,7 +367,7 @@ def plan_create(
         chain_root=root,
         supersedes=supersedes,
     )
-    changes += _insert(scope, statement_id, row)
+    changes += _insert(ctx, scope, statement_id, row, _name_of(request.subject))
     answer = StatementCreateOk(
         statement_id=statement_id,
         lsn=ctx.lsn,
@@ -374,7 +406,7 @@ def plan_supersede(
     row = _content(
         ctx, scope, draft, subject=subject, version=version, chain_root=root, supersedes=old.id
     )
-    changes += _insert(scope, statement_id, row)
+    changes += _insert(ctx, scope, statement_id, row, _name_of(draft.subject))
     changes += superseded_changes(ctx, scope, old, statement_id, draft.valid_from)
     if load_schema(ctx.store, ctx.txn, scope).is_stateful(draft.predicate):
         # The new version may switch to a stateful predicate the subject already holds:
@@ -429,6 +461,10 @@ def retract_changes(ctx: PlanContext, scope: Scope, loaded: Versioned) -> list[C
         ),
     ]
     changes += [Delete(BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
+    target = _object_entity(c)
+    if target is not None:
+        changes.append(Delete(BY_OBJECT, scope.key(target, loaded.id)))
+    changes += unindex_document(ctx, scope, doc_key("statement", loaded.id))
     return changes
 
 

@@ -20,7 +20,7 @@ SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 
 PING, HELLO, AUTH, BYE = 0x0010, 0x0001, 0x0002, 0x001F
 STATEMENT_GET = 0x0141
-RECALL = 0x0021
+SUBSCRIBE = 0x0030
 ERROR = 0x00FF
 
 
@@ -180,9 +180,9 @@ def test_500_pipelined_pings(server: ServerProcess) -> None:
 
 
 def test_data_opcodes_are_validated_then_unavailable(server: ServerProcess) -> None:
-    # RECALL is decoded and validated, but retrieval is not part of this build yet.
+    # SUBSCRIBE is decoded and validated, but streaming changes is not in this build yet.
     client = _ready(server)
-    client.send(RECALL, 1, {"cue": "who did Alice work for?"})
+    client.send(SUBSCRIBE, 1, {"from_lsn": 1})
     reply = client.recv()
     assert reply.error_name == "UNAVAILABLE"
     assert "not available in this build" in reply.body["message"]

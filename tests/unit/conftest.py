@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 import brain
+from brain.engine import database as database_module
 from brain.engine.database import Database
+
+
+@pytest.fixture(autouse=True)
+def hashing_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests embed with the hashing embedder, named explicitly here: fast and
+    deterministic. Tests of retrieval quality ask for the model themselves."""
+    monkeypatch.setattr(database_module, "DEFAULT_EMBEDDER", "hashing")
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_encode_and_get(db: Database) -> None:
     memory = get(db, first.memory_id).memory
     assert memory.text == "Alice moved to Globex." and memory.recorded_at == first.recorded_at
     again = encode(db, 2, "Alice moved to Globex.")
-    assert again.deduplicated and again.memory_id == first.memory_id and again.lsn == 2
+    assert again.deduplicated and again.memory_id == first.memory_id and again.lsn > first.lsn
 
 
 def test_record_times_strictly_increase(db: Database) -> None:
@@ -60,12 +60,20 @@ def test_record_times_strictly_increase(db: Database) -> None:
 def test_idempotent_repeat_returns_the_first_bytes(db: Database) -> None:
     request = Encode(request_id=rid(7), text="once")
     first = db.submit("default", Opcode.ENCODE, request).result()
+    assert db.wait_indexed()
+    written = db.applied_lsn  # the write, and the indexer's vector for it
     second = db.submit("default", Opcode.ENCODE, request).result()
     assert first == second
-    assert db.applied_lsn == 1
+    assert db.wait_indexed() and db.applied_lsn == written  # the repeat wrote nothing
     with pytest.raises(IdempotencyConflict) as info:
         db.submit("default", Opcode.ENCODE, Encode(request_id=rid(7), text="twice")).result()
     assert info.value.field == "request_id"
+
+
+def memory_count(db: Database) -> int:
+    """How many memory rows the store holds, over every scope."""
+    with db._store.read() as txn:
+        return sum(1 for _ in txn.cursor(db=db._store.table(b"memories")))
 
 
 def test_duplicate_request_ids_in_one_batch(db: Database) -> None:
@@ -73,7 +81,8 @@ def test_duplicate_request_ids_in_one_batch(db: Database) -> None:
     futures = [db.submit("default", Opcode.ENCODE, request) for _ in range(50)]
     answers = {f.result() for f in futures}
     assert len(answers) == 1
-    assert db.applied_lsn == 1
+    assert db.wait_indexed()
+    assert memory_count(db) == 1
 
 
 def test_scopes_do_not_see_each_other(db: Database) -> None:
@@ -96,7 +105,9 @@ def test_every_key_starts_with_its_scope(tmp_path: Path) -> None:
             for j in range(5):
                 encode(db, j, f"t{j}", ns=scope.namespace, space=scope.space)
             encode(db, 100 + i, "t0", ns=scope.namespace, space=scope.space)
-    env = lmdb.open(str(tmp_path / "d" / "lmdb"), max_dbs=16, readonly=True, lock=False)
+    env = lmdb.open(
+        str(tmp_path / "d" / "lmdb"), max_dbs=len(TABLES) + 4, readonly=True, lock=False
+    )
     prefixes = {s.prefix for s in scopes}
     try:
         for name in TABLES:
@@ -118,6 +129,8 @@ def test_recovery_applies_each_record_once(tmp_path: Path) -> None:
         for i in range(100)
     ]
     payloads = [f.result() for f in answers]
+    assert db.wait_indexed()
+    logged_lsn = db.applied_lsn + 1
 
     # Crash between the WAL sync and the LMDB commit: the batch is only in the log.
     def crash() -> None:
@@ -131,18 +144,20 @@ def test_recovery_applies_each_record_once(tmp_path: Path) -> None:
 
     db = brain.open(path)
     try:
-        assert db.applied_lsn == 101
+        assert db.applied_lsn >= logged_lsn  # replayed (the indexer may have written since)
+        assert db.wait_indexed()
+        settled = db.applied_lsn
         retried = db.submit(
             "default", Opcode.ENCODE, Encode(request_id=rid(500), text="logged")
         ).result()
         first = EncodeOk.from_wire(cbor.decode(retried))
-        assert first.lsn == 101 and get(db, first.memory_id).memory.text == "logged"
-        assert db.applied_lsn == 101  # the retry created nothing
+        assert first.lsn == logged_lsn and get(db, first.memory_id).memory.text == "logged"
+        assert db.applied_lsn == settled  # the retry created nothing
         for i, payload in enumerate(payloads):
             again = db.submit("default", Opcode.ENCODE, Encode(request_id=rid(i), text=f"m{i}"))
             assert again.result() == payload
         later = encode(db, 1000, "after recovery")
-        assert later.lsn == 102 and later.recorded_at > first.recorded_at
+        assert later.lsn > settled and later.recorded_at > first.recorded_at
     finally:
         db.close()
 
@@ -152,9 +167,11 @@ def test_reopen_replays_wal_after_lost_lmdb_commit(tmp_path: Path) -> None:
     path = tmp_path / "d"
     with brain.open(path) as db:
         ids = [encode(db, i, f"x{i}").memory_id for i in range(20)]
+        assert db.wait_indexed()
+        final = db.applied_lsn
     for _ in range(2):
         with brain.open(path) as db:
-            assert db.applied_lsn == 20
+            assert db.applied_lsn == final
             assert [get(db, m).memory.text for m in ids] == [f"x{i}" for i in range(20)]
 
 
@@ -204,8 +221,10 @@ def test_idempotency_sweep(tmp_path: Path) -> None:
         removed = sweep(db._store, older_than=stamp)
         assert removed == 1
         # The swept request is new again (a second memory text is deduplicated).
+        assert db.wait_indexed()
+        settled = db.applied_lsn
         again = encode(db, 1, "old")
-        assert again.deduplicated and again.lsn == 3
+        assert again.deduplicated and again.lsn == settled + 1
         with pytest.raises(IdempotencyConflict):
             encode(db, 2, "changed")
 

@@ -383,6 +383,7 @@ def test_every_statement_write_is_idempotent(db: Database) -> None:
     ]
     for opcode, request in requests:
         first = db.submit(NS, opcode, request).result()
+        assert db.wait_indexed()
         lsn = db.applied_lsn
         assert db.submit(NS, opcode, request).result() == first, opcode.name
         assert db.applied_lsn == lsn, f"a repeated {opcode.name} must change nothing"

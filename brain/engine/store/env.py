@@ -59,6 +59,7 @@ TABLES: Final = (
     b"statement_by_time",  # scope ‖ recorded_at ‖ id -> b""
     b"statement_current",  # scope ‖ subject ‖ predicate hash ‖ id -> b""
     b"statement_chain",  # scope ‖ chain_root ‖ version -> id
+    b"statement_by_object",  # scope ‖ object entity_id ‖ statement_id -> b"" (graph arm)
     b"statement_by_evidence",  # scope ‖ memory_id ‖ statement_id -> b""
     b"forget_ledger",  # scope ‖ sha256 of hard-forgotten text -> forgotten_at (the hash only)
     b"relations",  # scope ‖ relation_id -> content row (written once)
@@ -72,6 +73,13 @@ TABLES: Final = (
     b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
     b"reviews_by_name",  # scope ‖ hash of (name, type) -> open ambiguous_entity review_id
     b"audit",  # scope ‖ recorded_at ‖ lsn ‖ entry id -> audit entry
+    b"lex_postings",  # scope ‖ term hash ‖ doc key -> tf ‖ doc length
+    b"lex_docs",  # scope ‖ doc key -> length and [term hash, tf] pairs
+    b"lex_stats",  # scope ‖ "docs" | "tokens" -> counter
+    b"vectors",  # scope ‖ doc key -> label ‖ float32 vector
+    b"vector_labels",  # scope ‖ label -> doc key
+    b"vector_scopes",  # scope -> next label, LSN of the last vector change
+    b"embed_queue",  # scope ‖ doc key -> "+" (embed) or "-" ‖ label (drop from HNSW)
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
 

@@ -1,0 +1,150 @@
+"""The lexical arm: BM25 over postings kept in LMDB, per scope (SEMANTICS.md §6).
+
+Tables, every key scope-prefixed (``S``), written in the same transaction as
+the records they index:
+
+- ``lex_postings``: ``S ‖ term hash ‖ doc key`` → ``u32 tf ‖ u32 doc length``;
+- ``lex_docs``: ``S ‖ doc key`` → the document's length and its ``[term hash,
+  tf]`` pairs, so that it can be removed without its text (a hard forget);
+- ``lex_stats``: ``S ‖ "docs"`` and ``S ‖ "tokens"``, counters of the indexed
+  documents and their total length, changed by :class:`~brain.engine.plan.Add`
+  so that several documents indexed by one write add up.
+
+A term hash is the first :data:`TERM_HASH_BYTES` bytes of BLAKE2b of the
+token: fixed-size keys, and no text of a document in any key. A search looks
+up only the query's own terms, under its own scope's prefix, so another
+scope's postings cannot be reached.
+
+Scoring is Okapi BM25 with :data:`K1` and :data:`B`, and the idf of Lucene,
+``ln(1 + (N - df + 0.5) / (df + 0.5))``, which is never negative.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from collections import Counter
+from typing import Final
+
+import lmdb
+
+from brain.engine.plan import Add, Change, Delete, Put, read_counter
+from brain.engine.scope import Scope
+from brain.engine.store.env import Store
+from brain.retrieval.documents import DOC_KEY_BYTES
+from brain.retrieval.tokens import tokenize
+from brain.wire import cbor
+
+__all__ = [
+    "B",
+    "DOCS",
+    "K1",
+    "POSTINGS",
+    "STATS",
+    "TERM_HASH_BYTES",
+    "corpus_size",
+    "index_changes",
+    "remove_changes",
+    "search",
+]
+
+POSTINGS: Final = b"lex_postings"
+DOCS: Final = b"lex_docs"
+STATS: Final = b"lex_stats"
+
+K1: Final = 1.2
+"""BM25 term-frequency saturation: the usual value (Robertson; Lucene's default)."""
+B: Final = 0.75
+"""BM25 length normalisation: the usual value (Robertson; Lucene's default)."""
+
+TERM_HASH_BYTES: Final = 8
+"""64 bits: two distinct terms of one scope sharing a hash is vanishingly unlikely."""
+
+MAX_QUERY_TERMS: Final = 256
+"""Distinct terms of a cue that are looked up: a long conversation turn still
+searches, bounded by its first few hundred distinct words."""
+
+_DOCS_KEY: Final = b"docs"
+_TOKENS_KEY: Final = b"tokens"
+_U32: Final = 4
+
+
+def _term_hash(term: str) -> bytes:
+    return hashlib.blake2b(term.encode("utf-8"), digest_size=TERM_HASH_BYTES).digest()
+
+
+def index_changes(scope: Scope, key: bytes, text: str) -> list[Change]:
+    """The changes that index document ``key`` with ``text`` (once per document)."""
+    counts = Counter(_term_hash(t) for t in tokenize(text))
+    length = sum(counts.values())
+    changes: list[Change] = [
+        Put(POSTINGS, scope.key(th, key), tf.to_bytes(_U32, "big") + length.to_bytes(_U32, "big"))
+        for th, tf in sorted(counts.items())
+    ]
+    terms = [[th, tf] for th, tf in sorted(counts.items())]
+    changes.append(Put(DOCS, scope.key(key), cbor.encode([length, terms])))
+    changes.append(Add(STATS, scope.key(_DOCS_KEY), 1))
+    changes.append(Add(STATS, scope.key(_TOKENS_KEY), length))
+    return changes
+
+
+def remove_changes(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> list[Change]:
+    """The changes that take document ``key`` out of the index (none if it is not in)."""
+    raw = txn.get(scope.key(key), db=store.table(DOCS))
+    if raw is None:
+        return []
+    stored = cbor.decode(bytes(raw))
+    assert isinstance(stored, list) and len(stored) == 2
+    length, terms = stored
+    assert isinstance(length, int) and isinstance(terms, list)
+    changes: list[Change] = [Delete(POSTINGS, scope.key(bytes(th), key)) for th, _ in terms]
+    changes.append(Delete(DOCS, scope.key(key)))
+    changes.append(Add(STATS, scope.key(_DOCS_KEY), -1))
+    changes.append(Add(STATS, scope.key(_TOKENS_KEY), -length))
+    return changes
+
+
+def _counter(store: Store, txn: lmdb.Transaction, scope: Scope, name: bytes) -> int:
+    raw = txn.get(scope.key(name), db=store.table(STATS))
+    return read_counter(None if raw is None else bytes(raw))
+
+
+def corpus_size(store: Store, txn: lmdb.Transaction, scope: Scope) -> int:
+    """How many documents of ``scope`` the lexical index holds."""
+    return _counter(store, txn, scope, _DOCS_KEY)
+
+
+def search(
+    store: Store, txn: lmdb.Transaction, scope: Scope, cue: str, limit: int
+) -> list[tuple[bytes, float]]:
+    """The ``limit`` best documents of ``scope`` for ``cue``: ``(doc key, score)``,
+    best first, ties by key."""
+    documents = _counter(store, txn, scope, _DOCS_KEY)
+    if documents <= 0:
+        return []
+    average = max(_counter(store, txn, scope, _TOKENS_KEY) / documents, 1.0)
+    terms = list(dict.fromkeys(tokenize(cue)))[:MAX_QUERY_TERMS]
+    scores: dict[bytes, float] = {}
+    cursor = txn.cursor(db=store.table(POSTINGS))
+    for term in terms:
+        prefix = scope.key(_term_hash(term))
+        postings: list[tuple[bytes, int, int]] = []
+        if cursor.set_range(prefix):
+            for raw_key, raw_value in cursor:
+                raw = bytes(raw_key)
+                if not raw.startswith(prefix):
+                    break
+                tail = raw[len(prefix) :]
+                if len(tail) != DOC_KEY_BYTES:
+                    continue
+                value = bytes(raw_value)
+                postings.append((tail, int.from_bytes(value[:_U32]), int.from_bytes(value[_U32:])))
+        df = len(postings)
+        if not df:
+            continue
+        idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+        for key, tf, length in postings:
+            norm = tf + K1 * (1.0 - B + B * length / average)
+            scores[key] = scores.get(key, 0.0) + idf * tf * (K1 + 1.0) / norm
+    return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
