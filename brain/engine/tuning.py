@@ -9,7 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["AMBIGUITY_MARGIN", "DEFAULT_RESOLUTION", "FUZZY_THRESHOLD", "Resolution"]
+__all__ = [
+    "AMBIGUITY_MARGIN",
+    "DEFAULT_INDEX_WAIT_S",
+    "DEFAULT_RESOLUTION",
+    "FUZZY_THRESHOLD",
+    "Resolution",
+]
+
+DEFAULT_INDEX_WAIT_S: Final = 30.0
+"""Longest a RECALL waits for the indexer to reach the writes acknowledged before it.
+Under a sustained burst of writes the embedder falls behind; past this wait the
+recall runs on the vectors there are (the lexical and graph arms see everything)."""
 
 FUZZY_THRESHOLD: Final = 0.8
 """Lowest fuzzy score kept: "Jon Smith" still finds "John Smith" (0.95), "Bob" not "Rob" (0.67)."""

@@ -88,7 +88,11 @@ class Server:
             self.backend = self._given_backend
         else:
             # Nothing is served from the wire port half-recovered: it opens after this.
-            options = DatabaseOptions(resolution=self.config.entities.resolution())
+            options = DatabaseOptions(
+                resolution=self.config.entities.resolution(),
+                embedder=self.config.retrieval.embedder,
+                index_wait_s=self.config.retrieval.index_wait_s,
+            )
             database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)
             self.metrics.attach_database(database)

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from brain.engine.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD, Resolution
+from brain.embed import DEFAULT_KIND, EMBEDDER_KINDS
+from brain.engine.tuning import (
+    AMBIGUITY_MARGIN,
+    DEFAULT_INDEX_WAIT_S,
+    FUZZY_THRESHOLD,
+    Resolution,
+)
 from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_FRAME_CEILING
 from brain.wire.session import DEFAULT_MAX_STREAMS
 
@@ -87,6 +93,16 @@ class EntitiesConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    """The ``[retrieval]`` section (SEMANTICS.md §6)."""
+
+    embedder: str = DEFAULT_KIND
+    """``minilm`` (all-MiniLM-L6-v2), or ``hashing`` (tests only: no meaning at all)."""
+    index_wait_s: float = DEFAULT_INDEX_WAIT_S
+    """Longest a RECALL waits for the vector index to reach the writes before it."""
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     """The ``[log]`` section."""
 
@@ -100,6 +116,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
     entities: EntitiesConfig = field(default_factory=EntitiesConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     @property
@@ -123,6 +140,7 @@ _SECTIONS: Final[dict[str, type[Any]]] = {
     "server": ServerConfig,
     "admin": AdminConfig,
     "entities": EntitiesConfig,
+    "retrieval": RetrievalConfig,
     "log": LogConfig,
 }
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -237,5 +255,10 @@ def _validate(config: Config) -> None:
         config.entities.resolution()
     except ValueError as exc:
         raise ConfigError(f"entities.{exc}") from None
+    if config.retrieval.embedder not in EMBEDDER_KINDS:
+        kinds = ", ".join(EMBEDDER_KINDS)
+        raise ConfigError(f"retrieval.embedder must be one of {kinds}")
+    if config.retrieval.index_wait_s < 0:
+        raise ConfigError("retrieval.index_wait_s must not be negative")
     if config.log.level not in _LOG_LEVELS:
         raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")

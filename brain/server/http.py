@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
@@ -25,6 +26,8 @@ from brain.server.backend import BackendStatus
 from brain.server.config import Config
 from brain.server.keys import KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
+from brain.wire.messages.recall_ops import ExplainRequest
+from brain.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
@@ -56,17 +59,15 @@ def _error(status: int, name: str, message: str, field: str | None = None) -> we
     return web.json_response(body, status=status)
 
 
-def _json_entry(entry: dict[str, object]) -> dict[str, object]:
-    """An audit entry as JSON: ids in hex."""
-    out: dict[str, object] = {}
-    for key, value in entry.items():
-        if isinstance(value, bytes):
-            out[key] = value.hex()
-        elif isinstance(value, list):
-            out[key] = [v.hex() if isinstance(v, bytes) else v for v in value]
-        else:
-            out[key] = value
-    return out
+def _json_value(value: object) -> object:
+    """A wire value as JSON: byte strings in hex, maps and arrays followed."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return value
 
 
 def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
@@ -190,7 +191,32 @@ def make_admin_app(
         entries = sorted(
             records + key_changes, key=lambda e: int(str(e["recorded_at"])), reverse=True
         )[:limit]
-        return web.json_response({"entries": [_json_entry(e) for e in entries]})
+        return web.json_response({"entries": [_json_value(e) for e in entries]})
+
+    async def explain(request: web.Request) -> web.Response:
+        if database is None:
+            raise Unavailable("EXPLAIN needs the database, which this server does not serve")
+        body = await read_json(request)
+        namespace = body.pop("namespace", None)
+        if not isinstance(namespace, str) or not namespace:
+            raise InvalidArgument("namespace (text) is required", field="namespace")
+        vector = body.get("vector")
+        if vector is not None:
+            # JSON has no bytes: the vector comes as an array of numbers.
+            if not isinstance(vector, list) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) for v in vector
+            ):
+                raise InvalidArgument("vector must be an array of numbers", field="vector")
+            body["vector"] = struct.pack(f"<{len(vector)}f", *vector)
+        anchor = body.get("entity_anchor")
+        if isinstance(anchor, str):
+            try:
+                body["entity_anchor"] = bytes.fromhex(anchor)
+            except ValueError:
+                raise InvalidArgument("entity_anchor must be hex", field="entity_anchor") from None
+        question = ExplainRequest.from_wire(body)
+        answer = await asyncio.to_thread(database.read, namespace, Opcode.EXPLAIN, question)
+        return web.json_response(_json_value(answer.to_wire()))
 
     async def show_snapshots(_: web.Request) -> web.Response:
         found = await asyncio.to_thread(list_snapshots, snapshot_dir)
@@ -204,4 +230,5 @@ def make_admin_app(
     app.router.add_post("/v1/snapshots", create_snapshot)
     app.router.add_get("/v1/snapshots", show_snapshots)
     app.router.add_get("/v1/audit", show_audit)
+    app.router.add_post("/v1/explain", explain)
     return app
