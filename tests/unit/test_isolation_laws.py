@@ -4,8 +4,9 @@ The same names, texts, predicates and request ids are written into two
 namespaces by two spaces: memories, entities, statements with name subjects
 and relations between names, with a different schema in each scope. No read
 in one scope may return or count a record of another: another scope's id is
-NOT_FOUND, and every list, resolution, traversal, schema and review queue
-answers exactly its own scope's records. Then, with the database closed,
+NOT_FOUND, and every list, resolution, traversal, schema, review queue, RECALL
+and EXPLAIN (through each arm alone and fused) answers and counts exactly its
+own scope's records. Then, with the database closed,
 every key of every LMDB table but ``meta`` must begin with one of the four
 scope prefixes, and every stored row that names its scope names that one.
 """
@@ -40,6 +41,7 @@ from brain.wire.messages.entity_ops import (
     EntityResolveOk,
 )
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.recall_ops import ArmWeights, ExplainOk, ExplainRequest, Recall, RecallOk
 from brain.wire.messages.records import Evidence
 from brain.wire.messages.relation_ops import (
     RelationCreate,
@@ -298,6 +300,32 @@ def _check_reads(
     # contradictions: one per predicate for the first name.
     assert len(reviews.items) == (len(predicates) if index == 1 else 0)
 
+    # RECALL and EXPLAIN, through each arm alone and fused, over every text and name:
+    # only this scope's records come back, and only they are counted.
+    cue = " ".join([*names, *predicates, *w.memories.values()])
+    own = set(w.memories) | w.statements
+    for arms in (*_ONE_ARM, None):
+        found = w.run(
+            db,
+            Opcode.RECALL,
+            Recall(
+                space=space,
+                cue=cue,
+                arms=arms,
+                top_k=1000,
+                include_tombstoned=True,
+                include_superseded=True,
+                entity_anchor=w.anchor,
+            ),
+        )
+        assert isinstance(found, RecallOk)
+        assert {h.id for h in found.hits} <= own
+        assert found.coverage.corpus == len(own)
+        explained = w.run(db, Opcode.EXPLAIN, ExplainRequest(space=space, cue=cue, arms=arms))
+        assert isinstance(explained, ExplainOk)
+        assert explained.explain.survivors.fused <= len(own)
+        assert {h.id for h in explained.hits} <= own
+
     # Idempotency is scoped: the same request id replays this scope's answer.
     assert w.first_encode is not None
     replay = w.run(db, Opcode.ENCODE, w.first_encode)
@@ -305,6 +333,12 @@ def _check_reads(
 
 
 _ALL: Final = tuple((ns, space) for ns in NAMESPACES for space in SPACES)
+
+_ONE_ARM: Final = (
+    ArmWeights(semantic=1.0, lexical=0.0, graph=0.0),
+    ArmWeights(semantic=0.0, lexical=1.0, graph=0.0),
+    ArmWeights(semantic=0.0, lexical=0.0, graph=1.0),
+)
 
 
 def _scan_keys(path: Path, written: list[Written]) -> None:
@@ -361,6 +395,7 @@ def test_no_read_crosses_a_scope(names: list[str], texts: list[str], predicates:
             for kind in ("memories", "entities", "statements", "relations"):
                 every = [i for w in written for i in getattr(w, kind)]
                 assert len(every) == len(set(every)), kind
+            assert db.wait_indexed()
             for w in written:
                 _check_reads(db, w, [o for o in written if o is not w], names, predicates)
         _scan_keys(directory / "d" / "lmdb", written)
