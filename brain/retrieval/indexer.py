@@ -215,7 +215,8 @@ class Indexer:
             for entry, vector in zip(needing, vectors, strict=True):
                 entry.vector = vector
         outcome = _Applied()
-        self._writer.submit(lambda ctx: _plan(ctx, entries, outcome)).result()
+        dims = self._embedder.dimensions
+        self._writer.submit(lambda ctx: _plan(ctx, entries, outcome, dims)).result()
         for prefix in set(outcome.added) | set(outcome.removed):
             self.indexes.apply(
                 prefix, outcome.lsn, outcome.added.get(prefix, []), outcome.removed.get(prefix, [])
@@ -246,7 +247,7 @@ def _client_vector(
     return vector / norm if norm > 0 else vector
 
 
-def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied) -> Plan:
+def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions: int) -> Plan:
     """The logged write of one round: vectors in, queue entries out."""
     outcome.added, outcome.removed, outcome.skipped = {}, {}, 0
     outcome.lsn = ctx.lsn
@@ -267,6 +268,11 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied) -> Plan:
             continue
         if entry.vector is None:
             continue  # the document is gone (retracted, forgotten): nothing to embed
+        if entry.vector.shape != (dimensions,):
+            # ENCODE refuses such vectors; one logged before that rule must not stop
+            # the indexer for good.
+            log.error("document %s has a vector of the wrong length; not indexed", entry.key.hex())
+            continue
         if prefix not in next_labels:
             start = scope_state(store, txn, prefix).get("next_label", 0)
             assert isinstance(start, int)

@@ -427,3 +427,19 @@ def test_recall_never_crosses_a_scope(db: Database) -> None:
         answer = recall(db, "shared words places", space="a", arms=arms)
         assert ids(answer) in ([mine], []) and theirs not in ids(answer)
         assert answer.coverage.corpus == 1
+
+
+def test_client_vectors_are_checked_and_searched(db: Database) -> None:
+    import struct
+
+    with pytest.raises(InvalidArgument) as caught:
+        remember(db, "short vector", vector=b"\x00\x00\x80\x3f" * 3)
+    assert caught.value.field == "vector"
+    direction = [0.0] * 384
+    direction[7] = 3.0  # not unit length: the server normalises it
+    own = remember(db, "a text with its own vector", vector=struct.pack("<384f", *direction))
+    remember(db, "an ordinary text")
+    unit = [0.0] * 384
+    unit[7] = 1.0
+    answer = recall(db, "", arms=SEMANTIC, vector=struct.pack("<384f", *unit))
+    assert answer.hits[0].id == own and answer.hits[0].ranks.semantic == 1
