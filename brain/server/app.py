@@ -91,6 +91,7 @@ class Server:
             options = DatabaseOptions(
                 resolution=self.config.entities.resolution(),
                 embedder=self.config.retrieval.embedder,
+                model_dir=self.config.retrieval.model_path,
                 index_wait_s=self.config.retrieval.index_wait_s,
             )
             database = await asyncio.to_thread(Database.open, data, options)

@@ -100,6 +100,13 @@ class RetrievalConfig:
     """``minilm`` (all-MiniLM-L6-v2), or ``hashing`` (tests only: no meaning at all)."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
     """Longest a RECALL waits for the vector index to reach the writes before it."""
+    model_dir: str = ""
+    """Where the MiniLM files are; empty means the installed model package."""
+
+    @property
+    def model_path(self) -> Path | None:
+        """``model_dir`` as a path, or None for the installed package."""
+        return Path(self.model_dir) if self.model_dir else None
 
 
 @dataclass(frozen=True, slots=True)
