@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import ingest
+from bench import ingest, quality
 
-SUITES = {"ingest": ingest.main}
+SUITES = {"ingest": ingest.main, "quality": quality.main}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,454 @@
+"""Retrieval quality on Cranfield: nDCG@10 and recall@100 for lexical, semantic and hybrid.
+
+An embedded database in a temporary directory, with the real MiniLM embedder,
+stores every Cranfield document (title and abstract) as a memory with ENCODE;
+the suite then asks each of the 225 queries three ways with RECALL over
+memories only, ``top_k`` 100:
+
+- ``lexical``: the BM25 arm alone (semantic and graph weights 0);
+- ``semantic``: the HNSW arm alone (lexical and graph weights 0);
+- ``hybrid``: the server's defaults (no ``arms``: every arm at weight 1, RRF).
+
+Hits are mapped back to Cranfield document ids and scored with
+:mod:`bench.metrics` (linear-gain nDCG@10, recall@100 over all relevant
+documents). The goal (BENCHMARKS.md) is *hybrid ≥ best single arm*, on each
+metric; whether it holds is written down either way.
+
+Documents with empty text (471 and 995) are not stored: they are listed as
+skipped, and a judgement that names one stays in the query's gains, so it counts
+as a relevant document that no mode can find. ENCODE stores a text once per
+space; a repeated text answers with the first memory's id, and the suite then
+maps that memory to every document that carried the text (all of them, in id
+order, at the memory's rank) and counts it.
+
+``--quick`` keeps the harness alive in CI: the first :data:`QUICK_DOCUMENTS`
+documents, and of the queries with **at least one** relevant document among
+them the first :data:`QUICK_MAX_QUERIES` by id, each judged only on the loaded
+documents (a judgement on a document that was never loaded is dropped: no mode
+could find it, and keeping it would only lower every score alike). Like
+``ingest``, a quick run writes nothing to ``bench/results/``; ``--out`` writes
+its JSON wherever asked.
+
+    OPENBLAS_NUM_THREADS=1 python -m bench quality [--quick] [--out PATH] [--no-save]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Final
+
+import brain
+from bench import cranfield, metrics
+from brain.engine.database import Database, DatabaseOptions
+from brain.wire import cbor
+from brain.wire.messages.memory_ops import Encode, EncodeOk
+from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
+from brain.wire.opcodes import Opcode
+
+__all__ = [
+    "EMBEDDER",
+    "INDEX_TIMEOUT_S",
+    "MODES",
+    "QUICK_DOCUMENTS",
+    "QUICK_MAX_QUERIES",
+    "TOP_K",
+    "Corpus",
+    "ModeResult",
+    "load_corpus",
+    "main",
+    "run_mode",
+    "select_quick",
+]
+
+RESULTS: Final = Path(__file__).resolve().parent / "results"
+"""Where a full run commits its JSON."""
+
+RESULT_FILE: Final = "quality.json"
+"""The file name of this suite's results inside :data:`RESULTS`."""
+
+NAMESPACE: Final = "default"
+"""The namespace every memory goes to: one corpus, one scope."""
+
+EMBEDDER: Final = "minilm"
+"""The real model: a quality figure taken with the test-only hashing embedder means nothing."""
+
+TOP_K: Final = metrics.RECALL_DEPTH
+"""Hits asked of each RECALL: as deep as recall@100 looks (nDCG@10 reads its top 10)."""
+
+RECORDS: Final = ("memory",)
+"""Cranfield documents are memories; no statement exists, but the filter says what is scored."""
+
+INDEX_TIMEOUT_S: Final = 3600.0
+"""Longest wait for the vector index to take the corpus: the numpy MiniLM embeds ~10-15
+abstracts/s on two cores, so 1,400 need a few minutes; an hour means something is stuck."""
+
+QUICK_DOCUMENTS: Final = 150
+"""Documents a quick run loads: about ten seconds of embedding on two cores."""
+
+QUICK_MAX_QUERIES: Final = 15
+"""Most queries a quick run asks (each three ways): enough to see three sane scores."""
+
+REQUEST_ID_PREFIX: Final = b"cranfield"
+"""Request ids are this prefix and the document id, so a replayed load is idempotent."""
+
+_REQUEST_ID_BYTES: Final = 16
+"""Request ids are 16 bytes on the wire (WIRE.md §2)."""
+
+LATENCY_PERCENTILES: Final = (0.50, 0.95)
+"""RECALL latency reported per mode: the median and the tail a user notices."""
+
+_MS: Final = 1e3
+_ROUND: Final = 4
+"""Decimal places kept for scores in the JSON: differences below 1e-4 are noise here."""
+
+MODES: Final[Mapping[str, ArmWeights | None]] = {
+    "lexical": ArmWeights(semantic=0.0, lexical=1.0, graph=0.0),
+    "semantic": ArmWeights(semantic=1.0, lexical=0.0, graph=0.0),
+    "hybrid": None,
+}
+"""Each mode's arm weights; ``None`` sends no ``arms`` and takes the server's defaults."""
+
+SINGLE_ARMS: Final = ("lexical", "semantic")
+"""The modes the hybrid is measured against."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Corpus:
+    """What loading the documents produced: memory id → Cranfield document ids, and costs."""
+
+    docs_by_memory: dict[bytes, tuple[int, ...]]
+    loaded: int
+    skipped: tuple[int, ...]
+    duplicates: tuple[tuple[int, int], ...]
+    """(document, document whose memory it shares) for every deduplicated ENCODE."""
+    load_s: float
+    index_s: float
+    indexed: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModeResult:
+    """One mode's per-query scores and RECALL latencies (seconds)."""
+
+    ndcg: dict[int, float]
+    recall: dict[int, float]
+    latencies_s: tuple[float, ...]
+    empty_answers: int
+
+
+def select_quick(
+    documents: Sequence[cranfield.Document],
+    queries: Sequence[cranfield.Query],
+    judgements: Mapping[int, Mapping[int, int]],
+) -> tuple[list[cranfield.Document], list[cranfield.Query], dict[int, dict[int, int]]]:
+    """The quick subset: the first documents, and queries with a relevant one among them.
+
+    A query qualifies when at least one of its relevant documents is loaded
+    (requiring all of them would leave only a handful of queries); its gains
+    are cut down to the loaded documents. The first :data:`QUICK_MAX_QUERIES`
+    qualifying queries by id are kept."""
+    kept_docs = list(documents[:QUICK_DOCUMENTS])
+    loaded = {doc.doc_id for doc in kept_docs}
+    kept_queries: list[cranfield.Query] = []
+    kept_gains: dict[int, dict[int, int]] = {}
+    for query in sorted(queries, key=lambda q: q.query_id):
+        gains = {
+            doc: gain for doc, gain in judgements.get(query.query_id, {}).items() if doc in loaded
+        }
+        if not metrics.has_relevant(gains):
+            continue
+        kept_queries.append(query)
+        kept_gains[query.query_id] = gains
+        if len(kept_queries) == QUICK_MAX_QUERIES:
+            break
+    return kept_docs, kept_queries, kept_gains
+
+
+def _request_id(doc_id: int) -> bytes:
+    tail = _REQUEST_ID_BYTES - len(REQUEST_ID_PREFIX)
+    return REQUEST_ID_PREFIX + doc_id.to_bytes(tail, "big")
+
+
+def load_corpus(db: Database, documents: Sequence[cranfield.Document]) -> Corpus:
+    """ENCODE every non-empty document, then wait for the vector index to hold them all.
+
+    Every write is queued before any answer is awaited, so the writer commits
+    them in large groups; the load time ends with the last acknowledgement, and
+    the index time is the wait for the embedder to catch up after it."""
+    skipped = tuple(doc.doc_id for doc in documents if not doc.text.strip())
+    to_load = [doc for doc in documents if doc.text.strip()]
+    started = time.perf_counter()
+    pending: list[tuple[int, Future[bytes]]] = [
+        (
+            doc.doc_id,
+            db.submit(
+                NAMESPACE, Opcode.ENCODE, Encode(request_id=_request_id(doc.doc_id), text=doc.text)
+            ),
+        )
+        for doc in to_load
+    ]
+    docs_by_memory: dict[bytes, list[int]] = {}
+    duplicates: list[tuple[int, int]] = []
+    for doc_id, future in pending:
+        answer = EncodeOk.from_wire(cbor.decode(future.result()))
+        owners = docs_by_memory.setdefault(answer.memory_id, [])
+        if answer.deduplicated or owners:
+            duplicates.append((doc_id, owners[0] if owners else doc_id))
+        owners.append(doc_id)
+    load_s = time.perf_counter() - started
+    started = time.perf_counter()
+    indexed = db.wait_indexed(timeout=INDEX_TIMEOUT_S)
+    index_s = time.perf_counter() - started
+    return Corpus(
+        docs_by_memory={memory: tuple(sorted(docs)) for memory, docs in docs_by_memory.items()},
+        loaded=len(to_load),
+        skipped=skipped,
+        duplicates=tuple(duplicates),
+        load_s=load_s,
+        index_s=index_s,
+        indexed=indexed,
+    )
+
+
+def _ranked_doc_ids(answer: RecallOk, corpus: Corpus) -> list[int]:
+    """The answer's hits as Cranfield document ids, best first, each document once."""
+    ranked: list[int] = []
+    seen: set[int] = set()
+    for hit in answer.hits:
+        if hit.record != "memory":
+            raise RuntimeError(f"RECALL over memories answered a {hit.record} hit")
+        docs = corpus.docs_by_memory.get(hit.id)
+        if docs is None:
+            raise RuntimeError(f"RECALL answered memory {hit.id.hex()}, which was never loaded")
+        for doc in docs:
+            if doc not in seen:
+                seen.add(doc)
+                ranked.append(doc)
+    return ranked
+
+
+def _recall_request(query: cranfield.Query, arms: ArmWeights | None) -> Recall:
+    return Recall(cue=query.text, top_k=TOP_K, arms=arms, records=RECORDS)
+
+
+def run_mode(
+    db: Database,
+    arms: ArmWeights | None,
+    queries: Sequence[cranfield.Query],
+    judgements: Mapping[int, Mapping[int, int]],
+    corpus: Corpus,
+) -> ModeResult:
+    """Ask every query with ``arms``; score nDCG@10 and recall@100; time each RECALL.
+
+    Queries without a relevant document are asked but not scored (see
+    :func:`bench.metrics.has_relevant`). One unscored RECALL first warms the
+    mode's code paths, so the first timed query does not pay for them."""
+    if queries:
+        db.execute(NAMESPACE, Opcode.RECALL, _recall_request(queries[0], arms))
+    ndcg: dict[int, float] = {}
+    recall: dict[int, float] = {}
+    latencies: list[float] = []
+    empty = 0
+    for query in queries:
+        request = _recall_request(query, arms)
+        started = time.perf_counter()
+        answer = db.execute(NAMESPACE, Opcode.RECALL, request)
+        latencies.append(time.perf_counter() - started)
+        assert isinstance(answer, RecallOk)
+        empty += not answer.hits
+        gains = judgements.get(query.query_id, {})
+        if not metrics.has_relevant(gains):
+            continue
+        ranked = _ranked_doc_ids(answer, corpus)
+        relevant = [doc for doc, gain in gains.items() if gain > 0]
+        ndcg[query.query_id] = metrics.ndcg_at_k(ranked, gains, metrics.NDCG_DEPTH)
+        recall[query.query_id] = metrics.recall_at_k(ranked, relevant, metrics.RECALL_DEPTH)
+    return ModeResult(ndcg=ndcg, recall=recall, latencies_s=tuple(latencies), empty_answers=empty)
+
+
+def _percentile_ms(samples: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of ``samples`` (seconds), in milliseconds."""
+    if not samples:
+        return math.nan
+    ordered = sorted(samples)
+    index = max(0, math.ceil(fraction * len(ordered)) - 1)
+    return round(ordered[index] * _MS, 3)
+
+
+def _mode_summary(result: ModeResult) -> dict[str, object]:
+    ndcg = metrics.summarise(result.ndcg)
+    recall = metrics.summarise(result.recall)
+    return {
+        "ndcg_at_10": round(ndcg["mean"], _ROUND),
+        "recall_at_100": round(recall["mean"], _ROUND),
+        "scored_queries": ndcg["count"],
+        "empty_answers": result.empty_answers,
+        "latency_ms": {
+            f"p{round(p * 100)}": _percentile_ms(result.latencies_s, p) for p in LATENCY_PERCENTILES
+        },
+    }
+
+
+def _goal(results: Mapping[str, ModeResult]) -> dict[str, object]:
+    """Whether hybrid ≥ the best single arm, per metric, with the margin."""
+    goal: dict[str, object] = {"statement": "hybrid >= best single arm"}
+    by_metric = {
+        "ndcg_at_10": {mode: result.ndcg for mode, result in results.items()},
+        "recall_at_100": {mode: result.recall for mode, result in results.items()},
+    }
+    for name, per_mode in by_metric.items():
+        means = {mode: metrics.mean(scores.values()) for mode, scores in per_mode.items()}
+        best_arm = max(SINGLE_ARMS, key=lambda mode: means[mode])
+        margin = means["hybrid"] - means[best_arm]
+        goal[name] = {
+            "met": margin >= 0.0,
+            "hybrid": round(means["hybrid"], _ROUND),
+            "best_single_arm": best_arm,
+            "best_single_arm_value": round(means[best_arm], _ROUND),
+            "margin": round(margin, _ROUND),
+        }
+    return goal
+
+
+def _machine() -> dict[str, object]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+    }
+
+
+def _table(summaries: Mapping[str, Mapping[str, object]], goal: Mapping[str, object]) -> str:
+    """The results as a Markdown table, then one line per goal."""
+    lines = [
+        "| mode | nDCG@10 | recall@100 | p50 ms | p95 ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for mode, summary in summaries.items():
+        latency = summary["latency_ms"]
+        assert isinstance(latency, dict)
+        lines.append(
+            f"| {mode} | {summary['ndcg_at_10']:.4f} | {summary['recall_at_100']:.4f} "
+            f"| {latency['p50']:.1f} | {latency['p95']:.1f} |"
+        )
+    lines.append("")
+    for metric in ("ndcg_at_10", "recall_at_100"):
+        verdict = goal[metric]
+        assert isinstance(verdict, dict)
+        status = "met" if verdict["met"] else "NOT MET"
+        lines.append(
+            f"goal hybrid >= best single arm on {metric}: {status} "
+            f"(hybrid {verdict['hybrid']:.4f} vs {verdict['best_single_arm']} "
+            f"{verdict['best_single_arm_value']:.4f}, margin {verdict['margin']:+.4f})"
+        )
+    return "\n".join(lines)
+
+
+def run(*, quick: bool, data: Path | None) -> dict[str, object]:
+    """Load the corpus, ask every query three ways, and return the result document."""
+    documents = cranfield.load_documents(data)
+    queries = cranfield.load_queries(data)
+    judgements: dict[int, dict[int, int]] = cranfield.load_judgements(data)
+    if quick:
+        documents, queries, judgements = select_quick(documents, queries, judgements)
+    with (
+        tempfile.TemporaryDirectory(prefix="brain-bench-quality-") as tmp,
+        brain.open(Path(tmp) / "data", DatabaseOptions(embedder=EMBEDDER)) as db,
+    ):
+        embedder_name = db.retrieval.embedder.name
+        corpus = load_corpus(db, documents)
+        if not corpus.indexed:
+            raise RuntimeError(
+                f"the vector index did not take the corpus within {INDEX_TIMEOUT_S} s"
+            )
+        started = time.perf_counter()
+        results = {
+            mode: run_mode(db, arms, queries, judgements, corpus) for mode, arms in MODES.items()
+        }
+        query_s = time.perf_counter() - started
+    summaries = {mode: _mode_summary(result) for mode, result in results.items()}
+    skipped_judged = sorted(
+        (query, doc)
+        for query, gains in judgements.items()
+        for doc in gains
+        if doc in corpus.skipped
+    )
+    return {
+        "suite": "quality",
+        "quick": quick,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": _machine(),
+        "embedder": {"kind": EMBEDDER, "name": embedder_name},
+        "collection": {
+            "documents": len(documents),
+            "loaded": corpus.loaded,
+            "memories": len(corpus.docs_by_memory),
+            "skipped_empty": list(corpus.skipped),
+            "judged_relevant_but_skipped": [list(pair) for pair in skipped_judged],
+            "deduplicated": len(corpus.duplicates),
+            "deduplicated_pairs": [list(pair) for pair in corpus.duplicates],
+            "queries": len(queries),
+            "quick_rule": (
+                f"first {QUICK_DOCUMENTS} documents; first {QUICK_MAX_QUERIES} queries with at "
+                "least one relevant document among them, judged on loaded documents only"
+                if quick
+                else None
+            ),
+        },
+        "recall": {"top_k": TOP_K, "records": list(RECORDS), "ndcg_gain": "linear"},
+        "seconds": {
+            "load": round(corpus.load_s, 3),
+            "index": round(corpus.index_s, 3),
+            "queries": round(query_s, 3),
+        },
+        "modes": summaries,
+        "goal": _goal(results),
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of the suite."""
+    parser = argparse.ArgumentParser(prog="python -m bench quality")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"first {QUICK_DOCUMENTS} documents, a few queries"
+    )
+    parser.add_argument("--out", type=Path, help="write the JSON here (quick runs too)")
+    parser.add_argument("--no-save", action="store_true", help="do not write bench/results/")
+    parser.add_argument("--data", type=Path, help="the Cranfield directory (default: shared)")
+    args = parser.parse_args(argv)
+    result = run(quick=args.quick, data=args.data)
+    modes = result["modes"]
+    goal = result["goal"]
+    assert isinstance(modes, dict) and isinstance(goal, dict)
+    collection = result["collection"]
+    seconds = result["seconds"]
+    assert isinstance(collection, dict) and isinstance(seconds, dict)
+    print(
+        f"Cranfield{' (quick)' if args.quick else ''}: {collection['loaded']} documents loaded "
+        f"(skipped empty: {collection['skipped_empty'] or 'none'}; "
+        f"deduplicated: {collection['deduplicated']}), {collection['queries']} queries; "
+        f"load {seconds['load']} s, index {seconds['index']} s, queries {seconds['queries']} s"
+    )
+    print()
+    print(_table(modes, goal))
+    targets: list[Path] = []
+    if args.out is not None:
+        targets.append(args.out)
+    if not args.quick and not args.no_save:
+        targets.append(RESULTS / RESULT_FILE)
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
