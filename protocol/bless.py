@@ -30,7 +30,7 @@ from brain.wire import cbor
 from brain.wire.frame import encode_frame
 from brain.wire.messages.control import ErrorMessage
 from brain.wire.opcodes import CONTROL_OPCODES, ERROR_OPCODE, Opcode, response_opcode
-from brain.wire.registry import MESSAGES
+from brain.wire.registry import MESSAGES, STREAM_ENDS
 from brain.wire.schema import Message, describe_message, nested_messages
 from protocol.examples import examples
 
@@ -108,10 +108,23 @@ def golden_document() -> dict[str, object]:
         request = request_cls.from_wire(example["request"]).to_wire()
         response = response_cls.from_wire(example["response"]).to_wire()
         stream = 0 if opcode in CONTROL_OPCODES else REQUEST_STREAM
+        streaming = opcode in STREAM_ENDS
         vectors.append(_vector(f"{opcode.name}.request", opcode, stream, request, eos=False))
         vectors.append(
-            _vector(f"{opcode.name}.response", response_opcode(opcode), stream, response, eos=True)
+            _vector(
+                f"{opcode.name}.response",
+                response_opcode(opcode),
+                stream,
+                response,
+                eos=not streaming,
+            )
         )
+        if streaming:
+            # An open answer stream: its frames, then the frame that ends it.
+            end = STREAM_ENDS[opcode].from_wire(example["end"]).to_wire()
+            vectors.append(
+                _vector(f"{opcode.name}.end", response_opcode(opcode), stream, end, eos=True)
+            )
     for cls in registered_errors().values():
         error = _example_error(cls)
         stream = 0 if isinstance(error, ConnectionFault) else REQUEST_STREAM
@@ -139,6 +152,7 @@ def schema_document() -> dict[str, object]:
                 "code": f"0x{opcode.value:04X}",
                 "request": add(request_cls),
                 "response": add(response_cls),
+                **({"stream_end": add(STREAM_ENDS[opcode])} if opcode in STREAM_ENDS else {}),
             }
         )
     add(ErrorMessage)

@@ -588,6 +588,7 @@ def _others() -> dict[str, Example]:
                 "id": STATEMENT_ID,
                 "recorded_at": T_MAY,
             },
+            "end": {"next_lsn": 43},
         },
         "UNSUBSCRIBE": {"request": {"stream": 11}, "response": {"cancelled": True}},
         "TXN_BEGIN": {"request": {"timeout_ms": 30_000}, "response": {"txn_id": TXN_ID}},

@@ -12,6 +12,7 @@ in a read-only LMDB transaction; writes go through the writer thread.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -27,6 +28,7 @@ from brain.embed import DEFAULT_KIND, load_embedder
 from brain.embed.batching import BatchingEmbedder
 from brain.engine import budget, idempotency
 from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
+from brain.engine.change_log import LoggedChange, read_changes
 from brain.engine.clock import RecordClock
 from brain.engine.operations import (
     READS,
@@ -108,6 +110,7 @@ class Database:
         self._writer = writer
         self._closed = False
         self._resolution = options.resolution
+        self._listeners: list[Callable[[object], None]] = []
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -135,13 +138,18 @@ class Database:
                 idempotency.sweep(store, older_than=clock.now() - retention)
 
             wake: list[Callable[[object], None]] = []
+
+            def notify(plans: object) -> None:
+                for listener in list(wake):
+                    listener(plans)
+
             writer = Writer(
                 store,
                 wal,
                 clock,
                 applied_lsn=applied,
                 on_checkpoint=housekeeping,
-                on_applied=lambda plans: wake[0](plans) if wake else None,
+                on_applied=notify,
                 resolution=opts.resolution,
             )
             writer.start()
@@ -155,7 +163,9 @@ class Database:
             wal.close()
             raise
         retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
-        return cls(root, wal, store, writer, opts, retrieval=retrieval)
+        database = cls(root, wal, store, writer, opts, retrieval=retrieval)
+        database._listeners = wake
+        return database
 
     # --- status ---------------------------------------------------------------------------
 
@@ -229,6 +239,26 @@ class Database:
                 )
             )
         return submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
+
+    def on_applied(self, listener: Callable[[object], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the writer thread; it must not block) after every batch
+        the writer commits; return the function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def changes(
+        self, namespace: str, space: str | None, after: bytes, limit: int
+    ) -> list[tuple[bytes, LoggedChange]]:
+        """Change-log entries of a scope after position ``after`` (``b""``: from the
+        start), in log order, each with its position (``spec/06-operations.md``)."""
+        self._check_open()
+        with self._store.read() as txn:
+            return read_changes(self._store, txn, Scope.of(namespace, space), after, limit)
 
     def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
         """Wait until every write applied so far is in the vector indexes (the lexical

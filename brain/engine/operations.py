@@ -23,6 +23,7 @@ from brain.engine import (
     statement_reads,
     statements,
 )
+from brain.engine.change_log import change_entries
 from brain.engine.entity_ops import ENTITY_READS, ENTITY_WRITES
 from brain.engine.memories import plan_encode, read_memory_get
 from brain.engine.plan import Change, Plan, apply_changes
@@ -108,7 +109,16 @@ def plan_write(
     changes, answer = WRITES[opcode](ctx, scope, request)
     payload = cbor.encode(answer.to_wire())
     rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
-    return changes + rows, payload
+    logged = change_entries(
+        ctx.store,
+        ctx.txn,
+        changes,
+        opcode=opcode,
+        request=request,
+        lsn=ctx.lsn,
+        recorded_at=ctx.record_time,
+    )
+    return changes + rows + logged, payload
 
 
 def plan_single(

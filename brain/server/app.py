@@ -156,6 +156,7 @@ class Server:
             keys=self.keys,
             metrics=self.metrics,
             idle_timeout_s=server.idle_timeout_s,
+            subscriber_stall_s=server.subscriber_stall_s,
         )
         try:
             await connection.serve()

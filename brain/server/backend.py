@@ -12,11 +12,13 @@ runs on the event loop. A write answers with the exact bytes the engine stored
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from brain.errors import Unavailable
+from brain.wire.messages.subscribe_ops import RECORD_KINDS, ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 from brain.wire.session import Principal
@@ -29,6 +31,10 @@ __all__ = ["Backend", "BackendStatus", "EngineBackend", "RawAnswer", "UnbuiltBac
 READ_THREADS: Final = 8
 """Threads for read transactions: LMDB reads scale across threads, and a few
 more than the cores keep the pool busy while some wait on page faults."""
+
+CHANGE_BATCH: Final = 1024
+"""Change-log entries a subscription reads at a time: a replay from LSN 1 streams in
+steps this size, and nothing more is held for a subscriber than one step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,13 @@ class Backend(Protocol):
 
     def connection_closed(self, principal: Principal) -> None:
         """The connection of ``principal`` closed: drop what it owned."""
+        ...
+
+    def subscribe(
+        self, principal: Principal, request: Subscribe
+    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
+        """The changes of the request's scope, one LSN at a time ``(lsn, events)``:
+        replayed from ``from_lsn`` (absent: from now), then live, without end."""
         ...
 
     async def close(self) -> None:
@@ -101,6 +114,58 @@ class EngineBackend:
         """Abort the transactions the connection left open."""
         self.database.abort_owner(principal.session_id)
 
+    async def subscribe(
+        self, principal: Principal, request: Subscribe
+    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
+        """Read the change log of the scope in steps, waking up after each commit."""
+        db = self.database
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake(_plans: object) -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        stop = db.on_applied(wake)
+        first = db.applied_lsn + 1 if request.from_lsn is None else request.from_lsn
+        after = first.to_bytes(8, "big")  # sorts before every entry of LSN ``first``
+        kinds = set(request.records or RECORD_KINDS)
+        try:
+            while True:
+                woken.clear()
+                batch = await loop.run_in_executor(
+                    self._readers,
+                    db.changes,
+                    principal.namespace,
+                    request.space,
+                    after,
+                    CHANGE_BATCH,
+                )
+                if not batch:
+                    await woken.wait()
+                    continue
+                if len(batch) == CHANGE_BATCH and batch[0][1].lsn != batch[-1][1].lsn:
+                    # The step may have cut the last LSN short: read it whole next time.
+                    last = batch[-1][1].lsn
+                    batch = [item for item in batch if item[1].lsn != last]
+                groups: dict[int, list[ChangeEvent]] = {}
+                for tail, change in batch:
+                    after = tail
+                    events = groups.setdefault(change.lsn, [])
+                    if change.record in kinds:
+                        events.append(
+                            ChangeEvent(
+                                lsn=change.lsn,
+                                op=change.op,
+                                record=change.record,
+                                id=change.id,
+                                recorded_at=change.recorded_at,
+                            )
+                        )
+                for lsn, events in groups.items():
+                    yield lsn, events
+        finally:
+            stop()
+
     def status(self) -> BackendStatus:
         """Ready unless a storage fault turned the database read-only."""
         reason = self.database.read_only_reason
@@ -129,6 +194,13 @@ class UnbuiltBackend:
 
     def connection_closed(self, principal: Principal) -> None:
         """Nothing is owned by connections here."""
+
+    async def subscribe(
+        self, principal: Principal, request: Subscribe
+    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
+        """Refuse with UNAVAILABLE, as every data request."""
+        raise Unavailable("SUBSCRIBE is not available in this build")
+        yield  # pragma: no cover - makes this an async generator
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -45,6 +45,10 @@ DEFAULT_MAX_CONNECTIONS: Final = 1024
 """Open wire connections beyond which new ones are refused with OVERLOADED;
 each costs a task and buffers, so the bound keeps memory bounded under a flood."""
 
+DEFAULT_SUBSCRIBER_STALL_S: Final = 30.0
+"""How long a subscriber may leave its frames unread before it is dropped: its
+connection's send buffer is full for that long, so it is not keeping up."""
+
 DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
 """A connection with nothing in flight and no bytes for this long is closed."""
 
@@ -68,6 +72,7 @@ class ServerConfig:
     max_streams: int = DEFAULT_MAX_STREAMS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    subscriber_stall_s: float = DEFAULT_SUBSCRIBER_STALL_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +259,8 @@ def _validate(config: Config) -> None:
         raise ConfigError("server.max_streams must be at least 1")
     if server.max_connections < 1:
         raise ConfigError("server.max_connections must be at least 1")
+    if server.subscriber_stall_s <= 0:
+        raise ConfigError("server.subscriber_stall_s must be positive")
     if server.idle_timeout_s <= 0:
         raise ConfigError("server.idle_timeout_s must be positive")
     if not server.data_dir:

@@ -16,13 +16,15 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from brain.errors import BrainError, Internal, Unauthenticated
+from brain.errors import BrainError, Internal, Overloaded, Unauthenticated
 from brain.ids import new_id
 from brain.server.backend import Backend, RawAnswer
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
 from brain.wire.messages.control import CancelStreamOk
+from brain.wire.messages.subscribe_ops import Subscribe, SubscriptionEnded, Unsubscribe
 from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
 from brain.wire.session import (
     HANDSHAKE_TIMEOUT_S,
     AuthRequested,
@@ -59,6 +61,7 @@ class Connection:
         keys: KeyStore,
         metrics: ServerMetrics,
         idle_timeout_s: float,
+        subscriber_stall_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._reader = reader
@@ -68,6 +71,8 @@ class Connection:
         self._keys = keys
         self._metrics = metrics
         self._idle_timeout_s = idle_timeout_s
+        self._stall_s = subscriber_stall_s
+        self._subscriptions: dict[int, asyncio.Task[None]] = {}
         self._clock = clock
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._closing = False
@@ -120,14 +125,27 @@ class Connection:
                 if event.reason != "BYE":
                     self._metrics.protocol_errors.labels(error=event.reason[:64]).inc()
             elif isinstance(event, RequestReceived):
-                task = asyncio.create_task(self._run(event))
+                if event.opcode is Opcode.SUBSCRIBE:
+                    assert isinstance(event.request, Subscribe)
+                    task = asyncio.create_task(self._subscription(event.stream_id, event.request))
+                    self._subscriptions[event.stream_id] = task
+                else:
+                    task = asyncio.create_task(self._run(event))
                 self._tasks[event.stream_id] = task
             elif isinstance(event, AuthRequested):
                 await self._authenticate(event)
             elif isinstance(event, CancelRequested):
-                await self._act(self._cancel(event))
+                cancelled = await self._end_subscription(event.target)
+                await self._act(
+                    self._session.respond(
+                        event.stream_id, Opcode.CANCEL_STREAM, CancelStreamOk(cancelled=cancelled)
+                    )
+                )
             elif isinstance(event, ByeRequested):
                 log.debug("%s said BYE with %d in flight", self._peer, len(self._tasks))
+                # Subscriptions never finish on their own: end them so BYE can.
+                for stream_id in list(self._subscriptions):
+                    await self._end_subscription(stream_id)
         if events:
             await self._writer.drain()
 
@@ -143,12 +161,65 @@ class Connection:
         )
         await self._act(self._session.auth_succeeded(event.stream_id, principal))
 
-    def _cancel(self, event: CancelRequested) -> list[Event]:
-        task = self._tasks.get(event.target)
-        cancelled = task is not None and not task.done()
-        return self._session.respond(
-            event.stream_id, Opcode.CANCEL_STREAM, CancelStreamOk(cancelled=cancelled)
-        )
+    async def _end_subscription(self, stream_id: int) -> bool:
+        """End the subscription answering on ``stream_id`` (it sends its last frame);
+        False when there is none open."""
+        task = self._subscriptions.get(stream_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return True
+
+    async def _subscription(self, stream_id: int, request: Subscribe) -> None:
+        """Stream a subscription's changes, one LSN's frames at a time, until cancelled,
+        the subscriber stalls, or the connection goes."""
+        principal = self._session.principal
+        assert principal is not None
+        next_lsn = request.from_lsn or 0
+        started = time.perf_counter()
+        try:
+            async for lsn, events in self._backend.subscribe(principal, request):
+                for change in events:
+                    await self._act_now(
+                        self._session.respond(stream_id, Opcode.SUBSCRIBE, change, eos=False)
+                    )
+                if events:
+                    try:
+                        await asyncio.wait_for(self._writer.drain(), self._stall_s)
+                    except TimeoutError:
+                        self._metrics.observe("SUBSCRIBE", "OVERLOADED", 0.0)
+                        too_slow = Overloaded(
+                            f"the subscriber left its frames unread for {self._stall_s:g} s; "
+                            f"subscribe again with from_lsn {lsn + 1}"
+                        )
+                        await self._act(self._session.respond_error(stream_id, too_slow))
+                        return
+                next_lsn = lsn + 1
+        except asyncio.CancelledError:
+            if not self._session.closed:
+                ended = SubscriptionEnded(next_lsn=max(next_lsn, 0))
+                with contextlib.suppress(ConnectionError, OSError):
+                    await self._act(self._session.respond(stream_id, Opcode.SUBSCRIBE, ended))
+            raise
+        except BrainError as exc:
+            self._metrics.observe("SUBSCRIBE", exc.wire_name, time.perf_counter() - started)
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._act(self._session.respond_error(stream_id, exc))
+        except (ConnectionError, OSError):
+            self._closing = True
+        finally:
+            self._subscriptions.pop(stream_id, None)
+            self._tasks.pop(stream_id, None)
+
+    async def _act_now(self, events: list[Event]) -> None:
+        """Queue ``events`` without waiting for the socket (the caller drains)."""
+        for event in events:
+            if isinstance(event, Outgoing):
+                self._writer.write(event.data)
+            else:
+                await self._act([event])
 
     async def _run(self, event: RequestReceived) -> None:
         started = time.perf_counter()
@@ -156,7 +227,12 @@ class Connection:
         assert principal is not None
         try:
             try:
-                answer = await self._backend.execute(principal, event.opcode, event.request)
+                answer: Message | RawAnswer
+                if isinstance(event.request, Unsubscribe):
+                    cancelled = await self._end_subscription(event.request.stream)
+                    answer = CancelStreamOk(cancelled=cancelled)
+                else:
+                    answer = await self._backend.execute(principal, event.opcode, event.request)
             except BrainError as exc:
                 outcome = exc.wire_name
                 events = self._session.respond_error(event.stream_id, exc)

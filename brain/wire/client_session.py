@@ -55,7 +55,7 @@ from brain.wire.messages.control import (
     Welcome,
 )
 from brain.wire.opcodes import ERROR_OPCODE, RESPONSE_BIT, Opcode, is_response
-from brain.wire.registry import MESSAGES, request_class, response_class
+from brain.wire.registry import MESSAGES, answer_class, request_class
 from brain.wire.schema import Message
 from brain.wire.session import DEFAULT_MAX_STREAMS
 
@@ -260,7 +260,7 @@ class ClientSession:
             raise BadFrame(
                 f"answer {opcode:#06x} on stream {sid} does not match request {stream.opcode.name}"
             )
-        message = _decode(response_class(stream.opcode), payload, f"{stream.opcode.name} answer")
+        message = _decode(answer_class(stream.opcode, eos), payload, f"{stream.opcode.name} answer")
         if eos:
             del self._streams[sid]
         if isinstance(message, Welcome):

@@ -3,7 +3,9 @@
 :data:`MESSAGES` maps every request opcode of WIRE.md §7 to its request class
 and its response class. The session decodes requests with it; clients decode
 responses with it; golden vectors and the protocol schema are generated from it.
-SUBSCRIBE's response class is the class of each frame of its open answer stream.
+SUBSCRIBE's response class is the class of each frame of its open answer stream;
+:data:`STREAM_ENDS` names the class of the frame that ends such a stream
+(flagged EOS) when it is cancelled.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from brain.wire.messages import (
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
-__all__ = ["MESSAGES", "request_class", "response_class"]
+__all__ = ["MESSAGES", "STREAM_ENDS", "answer_class", "request_class", "response_class"]
 
 MESSAGES: Final[dict[Opcode, tuple[type[Message], type[Message]]]] = {
     Opcode.HELLO: (control.Hello, control.Welcome),
@@ -75,6 +77,19 @@ MESSAGES: Final[dict[Opcode, tuple[type[Message], type[Message]]]] = {
     Opcode.REVIEW_LIST: (review_ops.ReviewList, review_ops.ReviewListOk),
     Opcode.REVIEW_DECIDE: (review_ops.ReviewDecide, review_ops.ReviewDecided),
 }
+
+
+STREAM_ENDS: Final[dict[Opcode, type[Message]]] = {
+    Opcode.SUBSCRIBE: subscribe_ops.SubscriptionEnded,
+}
+"""The message of the EOS frame that ends an open answer stream."""
+
+
+def answer_class(opcode: Opcode, eos: bool) -> type[Message]:
+    """The class of an answer frame of ``opcode``: a stream's last frame is its end."""
+    if eos and opcode in STREAM_ENDS:
+        return STREAM_ENDS[opcode]
+    return MESSAGES[opcode][1]
 
 
 def request_class(opcode: Opcode) -> type[Message]:

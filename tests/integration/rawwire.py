@@ -53,8 +53,15 @@ class Reply:
 class RawClient:
     """Blocking socket speaking raw frames."""
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(
+        self, host: str, port: int, timeout: float = 10.0, *, rcvbuf: int | None = None
+    ) -> None:
+        """Connect; ``rcvbuf`` shrinks the receive buffer first (a slow reader)."""
+        self.sock = socket.socket()
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
         self.buffer = b""
 
     def close(self) -> None:

@@ -20,7 +20,6 @@ SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 
 PING, HELLO, AUTH, BYE = 0x0010, 0x0001, 0x0002, 0x001F
 STATEMENT_GET = 0x0141
-SUBSCRIBE = 0x0030
 ERROR = 0x00FF
 
 
@@ -177,16 +176,6 @@ def test_500_pipelined_pings(server: ServerProcess) -> None:
         assert reply.stream_id not in seen
         seen[reply.stream_id] = reply.body["nonce"]
     assert seen == {2 * i + 1: i for i in range(500)}
-
-
-def test_data_opcodes_are_validated_then_unavailable(server: ServerProcess) -> None:
-    # SUBSCRIBE is decoded and validated, but streaming changes is not in this build yet.
-    client = _ready(server)
-    client.send(SUBSCRIBE, 1, {"from_lsn": 1})
-    reply = client.recv()
-    assert reply.error_name == "UNAVAILABLE"
-    assert "not available in this build" in reply.body["message"]
-    assert reply.body["retryable"] is True
 
 
 def test_version_not_supported_closes(server: ServerProcess) -> None:

@@ -301,3 +301,15 @@ def test_absent_space_and_default_space_are_the_same_request(db: Database) -> No
         "default", Opcode.ENCODE, Encode(request_id=rid(1), text="t", space="default")
     ).result()
     assert implicit == explicit
+
+
+def test_every_data_opcode_is_served() -> None:
+    """No opcode of WIRE.md §7 answers "not available in this build": the database
+    serves every data opcode but the subscription pair, which the connection serves."""
+    from brain.wire.opcodes import CONTROL_OPCODES
+
+    streamed = {Opcode.SUBSCRIBE, Opcode.UNSUBSCRIBE}
+    for opcode in Opcode:
+        if opcode in CONTROL_OPCODES or opcode in streamed:
+            continue
+        assert Database.handles(opcode), opcode.name

@@ -18,7 +18,7 @@ from brain.wire import cbor
 from brain.wire.frame import Frame, FrameReader, encode_frame
 from brain.wire.messages.control import ErrorMessage
 from brain.wire.opcodes import ERROR_OPCODE, RESPONSE_BIT, Opcode
-from brain.wire.registry import MESSAGES
+from brain.wire.registry import MESSAGES, answer_class
 from brain.wire.schema import Message
 from protocol.bless import (
     GOLDEN_PATH,
@@ -32,11 +32,12 @@ from protocol.bless import (
 VECTORS: list[dict[str, Any]] = json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))["vectors"]
 
 
-def _message_class(opcode: int) -> type[Message]:
+def _message_class(opcode: int, eos: bool = True) -> type[Message]:
     if opcode == ERROR_OPCODE:
         return ErrorMessage
-    request, response = MESSAGES[Opcode(opcode & ~RESPONSE_BIT)]
-    return response if opcode & RESPONSE_BIT else request
+    if not opcode & RESPONSE_BIT:
+        return MESSAGES[Opcode(opcode)][0]
+    return answer_class(Opcode(opcode & ~RESPONSE_BIT), eos)
 
 
 def _check_frame(vector: dict[str, Any], frame: Frame) -> None:
@@ -103,7 +104,7 @@ def test_payload_decodes_to_mirror_and_back(vector: dict[str, Any]) -> None:
     payload = bytes.fromhex(vector["payload_hex"])
     decoded = cbor.decode(payload)
     assert decoded == from_mirror(vector["payload"])
-    message = _message_class(int(vector["opcode"], 16)).from_wire(decoded)
+    message = _message_class(int(vector["opcode"], 16), vector["eos"]).from_wire(decoded)
     assert message.to_wire() == decoded
     assert cbor.encode(message.to_wire()) == payload
 

@@ -79,6 +79,7 @@ TABLES: Final = (
     b"vectors",  # scope ‖ doc key -> label ‖ float32 vector
     b"vector_labels",  # scope ‖ label -> doc key
     b"vector_scopes",  # scope -> next label, LSN of the last vector change
+    b"change_log",  # scope ‖ lsn ‖ record tag ‖ record id -> [op, record, recorded_at]
     b"embed_queue",  # scope ‖ doc key -> "+" (embed) or "-" ‖ label (drop from HNSW)
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""

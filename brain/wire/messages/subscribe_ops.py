@@ -2,7 +2,7 @@
 
 A subscription's answer stream stays open: each frame is one :class:`ChangeEvent`,
 replayed from ``from_lsn`` first, then live. UNSUBSCRIBE (or CANCEL_STREAM) ends it
-and answers like CANCEL_STREAM.
+with a :class:`SubscriptionEnded` frame flagged EOS, and answers like CANCEL_STREAM.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = [
     "ChangeEvent",
     "RECORD_KINDS",
     "Subscribe",
+    "SubscriptionEnded",
     "Unsubscribe",
 ]
 
@@ -48,6 +49,14 @@ class ChangeEvent(Message):
     record: RecordKind
     id: Id
     recorded_at: Nanos
+
+
+@wire_message
+class SubscriptionEnded(Message):
+    """The last frame of a cancelled subscription (flagged EOS): every change before
+    ``next_lsn`` was sent, so SUBSCRIBE ``from_lsn: next_lsn`` resumes it exactly."""
+
+    next_lsn: UInt
 
 
 @wire_message
