@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from brain.engine.operations import (
 )
 from brain.engine.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
 from brain.engine.reads import ReadContext
-from brain.engine.scope import Scope
+from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
@@ -50,8 +51,9 @@ from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
 from brain.retrieval.indexer import Indexer
+from brain.retrieval.indexing import PURGE_QUEUE
 from brain.retrieval.service import DEFAULT_INDEX_WAIT_S, Retrieval
-from brain.retrieval.vectors import VectorIndexes
+from brain.retrieval.vectors import EMBED_QUEUE, VectorIndexes
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
@@ -64,6 +66,11 @@ log = logging.getLogger("brain.engine")
 
 DEFAULT_EMBEDDER = DEFAULT_KIND
 """The embedder of a database opened without naming one (tests set ``hashing`` here)."""
+
+PURGE_INTERVAL_S: Final = 300.0
+"""Least time between two purges the database starts on its own after a hard
+forget or a retraction: a purge rewrites the whole data file, so a burst of
+forgets is purged together, within five minutes."""
 
 RECOVERY_BATCH: Final = 1000
 """WAL records applied per LMDB transaction during recovery."""
@@ -111,6 +118,7 @@ class Database:
         self._closed = False
         self._resolution = options.resolution
         self._listeners: list[Callable[[object], None]] = []
+        self._last_purge = time.monotonic()
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -143,12 +151,14 @@ class Database:
                 for listener in list(wake):
                     listener(plans)
 
+            idle: list[Callable[[], None]] = []
             writer = Writer(
                 store,
                 wal,
                 clock,
                 applied_lsn=applied,
                 on_checkpoint=housekeeping,
+                on_idle=lambda: idle[0]() if idle else None,
                 on_applied=notify,
                 resolution=opts.resolution,
             )
@@ -165,6 +175,7 @@ class Database:
         retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
         database = cls(root, wal, store, writer, opts, retrieval=retrieval)
         database._listeners = wake
+        idle.append(database._maybe_purge)
         return database
 
     # --- status ---------------------------------------------------------------------------
@@ -259,6 +270,99 @@ class Database:
         self._check_open()
         with self._store.read() as txn:
             return read_changes(self._store, txn, Scope.of(namespace, space), after, limit)
+
+    def stats(self) -> dict[str, object]:
+        """What ``GET /v1/stats`` shows: records per scope, progress, sizes, backlogs."""
+        self._check_open()
+        counted = {b"memories": "memories", b"entities": "entities", b"statements": "statements"}
+        counted[b"relations"] = "relations"
+        scopes: dict[bytes, dict[str, object]] = {}
+        with self._store.read() as txn:
+            for table, label in counted.items():
+                for key, value in txn.cursor(db=self._store.table(table)):
+                    prefix = bytes(key)[:SCOPE_PREFIX_BYTES]
+                    entry = scopes.get(prefix)
+                    if entry is None:
+                        row = cbor.decode(bytes(value))
+                        names = row if isinstance(row, dict) else {}
+                        entry = scopes[prefix] = {
+                            "namespace": names.get("namespace"),
+                            "space": names.get("space"),
+                            **dict.fromkeys(counted.values(), 0),
+                        }
+                    count = entry[label]
+                    assert isinstance(count, int)
+                    entry[label] = count + 1
+            embed_backlog = sum(1 for _ in txn.cursor(db=self._store.table(EMBED_QUEUE)))
+        index_dir = self.path / "index"
+        index_bytes = (
+            sum(p.stat().st_size for p in index_dir.glob("*")) if index_dir.exists() else 0
+        )
+        mapped, used = self.store_usage()
+        return {
+            "applied_lsn": self.applied_lsn,
+            "durable_lsn": self._writer.durable_lsn,
+            "indexed_lsn": self.retrieval.indexer.indexed_lsn,
+            "read_only": self.read_only_reason,
+            "scopes": sorted(scopes.values(), key=lambda s: (str(s["namespace"]), str(s["space"]))),
+            "sizes": {
+                "lmdb_used_bytes": used,
+                "lmdb_map_bytes": mapped,
+                "wal_bytes": sum(p.stat().st_size for p in self._wal.segments),
+                "index_bytes": index_bytes,
+            },
+            "embed_backlog": embed_backlog,
+            "purge_pending": self.purge_pending(),
+        }
+
+    def wal_status(self) -> dict[str, object]:
+        """What ``GET /v1/wal`` shows: the log's extent, progress and segments."""
+        self._check_open()
+        segments = [{"name": p.name, "bytes": p.stat().st_size} for p in self._wal.segments]
+        return {
+            "first_lsn": self._wal.first_lsn,
+            "last_lsn": self._wal.last_lsn,
+            "applied_lsn": self.applied_lsn,
+            "durable_lsn": self._writer.durable_lsn,
+            "segments": segments,
+        }
+
+    def purge(self) -> int:
+        """Physically remove forgotten content now; return how many documents' texts
+        were pending (hard-forgotten memories and retracted statements since the last
+        purge). See :meth:`_purge_now`."""
+        self._check_open()
+        result = self._writer.between_batches(self._purge_now).result()
+        assert isinstance(result, int)
+        return result
+
+    def purge_pending(self) -> int:
+        """Documents whose text left the store since the last purge."""
+        with self._store.read() as txn:
+            return sum(1 for _ in txn.cursor(db=self._store.table(PURGE_QUEUE)))
+
+    def _maybe_purge(self) -> None:
+        """The periodic purge (writer thread, between batches)."""
+        if time.monotonic() - self._last_purge < PURGE_INTERVAL_S:
+            return
+        if self.purge_pending():
+            self._purge_now()
+
+    def _purge_now(self) -> int:
+        """On the writer thread, between batches: every record logged so far leaves
+        the WAL (a new segment, then a checkpoint), the LMDB file is rewritten with
+        its live pages only, and the HNSW indexes holding deleted vectors are rebuilt
+        and saved. Snapshots taken before stay as they were: they are backups."""
+        pending = self.purge_pending()
+        self._writer.force_checkpoint()
+        with self._store.env.begin(write=True) as txn:
+            # Bookkeeping, not data: nothing to log, and a crash only purges again.
+            txn.drop(self._store.table(PURGE_QUEUE), delete=False)
+        self._store.compact()
+        self.retrieval.indexes.rebuild_deleted(self._store)
+        self._last_purge = time.monotonic()
+        log.info("purged forgotten content of %d documents", pending)
+        return pending
 
     def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
         """Wait until every write applied so far is in the vector indexes (the lexical

@@ -118,8 +118,11 @@ class _Job:
 
 
 @dataclass(slots=True)
-class _CheckpointRequest:
-    future: Future[None]
+class _Maintenance:
+    """Work for the writer thread between batches (a checkpoint, a purge)."""
+
+    run: Callable[[], object]
+    future: Future[object]
 
 
 _STOP: Final = object()
@@ -137,11 +140,13 @@ class Writer:
         applied_lsn: int,
         on_applied: Callable[[list[tuple[int, Plan]]], None] | None = None,
         on_checkpoint: Callable[[], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
         resolution: Resolution = DEFAULT_RESOLUTION,
     ) -> None:
         """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
         such as the idempotency sweep), when no write transaction is open."""
         self._on_checkpoint = on_checkpoint
+        self._on_idle = on_idle
         self._resolution = resolution
         self._store = store
         self._wal = wal
@@ -186,11 +191,23 @@ class Writer:
             self._queue.put(_Job(plan, future))
         return future
 
-    def request_checkpoint(self) -> Future[None]:
+    def request_checkpoint(self) -> Future[object]:
         """Ask the writer thread to checkpoint between batches."""
-        future: Future[None] = Future()
-        self._queue.put(_CheckpointRequest(future))
+        return self.between_batches(self.checkpoint)
+
+    def between_batches(self, work: Callable[[], object]) -> Future[object]:
+        """Run ``work`` on the writer thread between two batches (no write transaction
+        open, no write interleaving); the future holds its result or exception."""
+        future: Future[object] = Future()
+        self._queue.put(_Maintenance(work, future))
         return future
+
+    def force_checkpoint(self) -> None:
+        """On the writer thread: start a new WAL segment and checkpoint, so that every
+        record logged so far leaves the log (a purge)."""
+        with self._checkpoint_lock:
+            self._wal.rotate()
+            self._checkpoint_locked()
 
     def stop(self) -> None:
         """Finish queued writes, checkpoint, and stop the thread."""
@@ -211,6 +228,7 @@ class Writer:
                 first = self._queue.get(timeout=CHECKPOINT_INTERVAL_S)
             except queue.Empty:
                 self._maybe_checkpoint()
+                self._idle()
                 continue
             if first is _STOP:
                 break
@@ -226,7 +244,7 @@ class Writer:
                     break
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
-            checkpoints = [item for item in batch if isinstance(item, _CheckpointRequest)]
+            maintenance = [item for item in batch if isinstance(item, _Maintenance)]
             try:
                 if jobs:
                     self._run(jobs)
@@ -235,16 +253,27 @@ class Writer:
                 for job in jobs:
                     if not job.future.done():
                         job.future.set_exception(Internal("the writer failed; see the server log"))
-            if checkpoints and not self.read_only:
-                self.checkpoint()
-            for request in checkpoints:
-                request.future.set_result(None)
+            for item in maintenance:
+                try:
+                    item.future.set_result(item.run())
+                except Exception as exc:
+                    item.future.set_exception(exc)
             self._maybe_checkpoint()
+            self._idle()
             if stop_after:
                 break
         self._drain_after_stop()
         if not self.read_only:
             self.checkpoint()
+
+    def _idle(self) -> None:
+        """Run the idle hook (periodic maintenance) when nothing is queued."""
+        if self._on_idle is None or self.read_only:
+            return
+        try:
+            self._on_idle()
+        except Exception:
+            log.exception("idle maintenance failed")
 
     def _drain_after_stop(self) -> None:
         while True:
@@ -252,10 +281,8 @@ class Writer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, _Job):
+            if isinstance(item, _Job | _Maintenance):
                 item.future.set_exception(Unavailable("the database is closing"))
-            elif isinstance(item, _CheckpointRequest):
-                item.future.set_result(None)
 
     def _read_only_error(self) -> Unavailable:
         return Unavailable(

@@ -22,7 +22,11 @@ from brain.retrieval import lexical
 from brain.retrieval.vectors import EMBED_QUEUE, LABEL_BYTES, VECTOR_LABELS, VECTORS
 from brain.wire import cbor
 
-__all__ = ["ADD", "REMOVE", "index_document", "unindex_document"]
+__all__ = ["ADD", "PURGE_QUEUE", "REMOVE", "index_document", "unindex_document"]
+
+PURGE_QUEUE = b"purge_queue"
+"""Documents whose text left the store since the last purge (their old bytes may
+linger in the WAL, LMDB's free pages and the HNSW indexes until it runs)."""
 
 ADD = b"+"
 """An ``embed_queue`` value's first byte: embed this document."""
@@ -40,9 +44,10 @@ def index_document(scope: Scope, key: bytes, text: str) -> list[Change]:
 
 
 def unindex_document(ctx: PlanContext, scope: Scope, key: bytes) -> list[Change]:
-    """Take document ``key`` out of every index."""
+    """Take document ``key`` out of every index, and note its text for the next purge."""
     store, txn = ctx.store, ctx.txn
     changes = lexical.remove_changes(store, txn, scope, key)
+    changes.append(Put(PURGE_QUEUE, scope.key(key), b""))
     stored = txn.get(scope.key(key), db=store.table(VECTORS))
     if stored is None:
         # Never embedded: forget the queued request, if any.

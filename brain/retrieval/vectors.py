@@ -111,6 +111,8 @@ class _ScopeIndex:
         self.labels: set[int] = set()
         self.lsn = 0
         self.dirty = False
+        self.deleted = 0
+        """Entries marked deleted: hnswlib keeps their bytes until a rebuild."""
 
     def add(self, labels: list[int], vectors: NDArray[np.float32]) -> None:
         fresh = [i for i, label in enumerate(labels) if label not in self.labels]
@@ -131,6 +133,7 @@ class _ScopeIndex:
             if label in self.labels:
                 self.index.mark_deleted(label)
                 self.labels.discard(label)
+                self.deleted += 1
 
 
 class VectorIndexes:
@@ -255,6 +258,20 @@ class VectorIndexes:
         with self._lock:
             scope = self._scopes.get(prefix)
         return 0 if scope is None else len(scope.labels)
+
+    def rebuild_deleted(self, store: Store) -> int:
+        """Rebuild from LMDB every index holding deleted entries, and save it, so no
+        forgotten vector's bytes stay in memory or on disk; return how many."""
+        with self._lock:
+            scopes = [(p, s) for p, s in self._scopes.items() if s.deleted]
+        for prefix, scope in scopes:
+            with scope.lock, store.read() as txn:
+                fresh = self._rebuild(store, txn, prefix, scope.lsn)
+                scope.index, scope.labels, scope.deleted = fresh.index, fresh.labels, 0
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._save(prefix, scope)
+                scope.dirty = False
+        return len(scopes)
 
     # --- saving ------------------------------------------------------------------------
 

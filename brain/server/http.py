@@ -167,17 +167,20 @@ def make_admin_app(
 
     snapshot_dir = config.data_path / SNAPSHOT_DIR
 
-    async def create_snapshot(_: web.Request) -> web.Response:
+    def served() -> Database:
         if database is None:
-            raise Unavailable("snapshots need the database, which this server does not serve")
+            raise Unavailable("this route needs the database, which this server does not serve")
+        return database
+
+    async def create_snapshot(_: web.Request) -> web.Response:
+        db = served()
         bundle = snapshot_dir / time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime())
         bundle = bundle.with_name(bundle.name + new_id().hex()[-8:])
-        info = await asyncio.to_thread(database.snapshot, bundle, extra_envs={"keys": keys.env})
+        info = await asyncio.to_thread(db.snapshot, bundle, extra_envs={"keys": keys.env})
         return web.json_response(info.to_json(), status=201)
 
     async def show_audit(request: web.Request) -> web.Response:
-        if database is None:
-            raise Unavailable("the audit log needs the database, which this server does not serve")
+        db = served()
         namespace = request.query.get("namespace", "")
         if not namespace:
             raise InvalidArgument("namespace is required", field="namespace")
@@ -185,7 +188,7 @@ def make_admin_app(
         if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_AUDIT_LIMIT:
             raise InvalidArgument(f"limit must be 1..{MAX_AUDIT_LIMIT}", field="limit")
         limit = int(raw_limit)
-        records = await asyncio.to_thread(database.audit, namespace, limit)
+        records = await asyncio.to_thread(db.audit, namespace, limit)
         key_changes = await asyncio.to_thread(keys.key_audit, namespace, limit)
         # Two logs, one answer: newest first across both.
         entries = sorted(
@@ -194,8 +197,7 @@ def make_admin_app(
         return web.json_response({"entries": [_json_value(e) for e in entries]})
 
     async def explain(request: web.Request) -> web.Response:
-        if database is None:
-            raise Unavailable("EXPLAIN needs the database, which this server does not serve")
+        db = served()
         body = await read_json(request)
         namespace = body.pop("namespace", None)
         if not isinstance(namespace, str) or not namespace:
@@ -215,8 +217,17 @@ def make_admin_app(
             except ValueError:
                 raise InvalidArgument("entity_anchor must be hex", field="entity_anchor") from None
         question = ExplainRequest.from_wire(body)
-        answer = await asyncio.to_thread(database.read, namespace, Opcode.EXPLAIN, question)
+        answer = await asyncio.to_thread(db.read, namespace, Opcode.EXPLAIN, question)
         return web.json_response(_json_value(answer.to_wire()))
+
+    async def show_stats(_: web.Request) -> web.Response:
+        return web.json_response(await asyncio.to_thread(served().stats))
+
+    async def show_wal(_: web.Request) -> web.Response:
+        return web.json_response(await asyncio.to_thread(served().wal_status))
+
+    async def purge(_: web.Request) -> web.Response:
+        return web.json_response({"purged": await asyncio.to_thread(served().purge)})
 
     async def show_snapshots(_: web.Request) -> web.Response:
         found = await asyncio.to_thread(list_snapshots, snapshot_dir)
@@ -231,4 +242,7 @@ def make_admin_app(
     app.router.add_get("/v1/snapshots", show_snapshots)
     app.router.add_get("/v1/audit", show_audit)
     app.router.add_post("/v1/explain", explain)
+    app.router.add_get("/v1/stats", show_stats)
+    app.router.add_get("/v1/wal", show_wal)
+    app.router.add_post("/v1/purge", purge)
     return app

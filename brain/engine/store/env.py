@@ -17,6 +17,8 @@ when a write hits ``MDB_MAP_FULL``.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +40,8 @@ DEFAULT_MAP_SIZE: Final = 1 << 30
 
 MAX_MAP_SIZE: Final = 1 << 40
 """Growth stops at 1 TiB of address space; past it writes answer UNAVAILABLE."""
+
+_DATA_FILE: Final = "data.mdb"
 
 MAX_READERS: Final = 256
 """Concurrent read transactions: the reader thread pool plus headroom."""
@@ -80,6 +84,7 @@ TABLES: Final = (
     b"vector_labels",  # scope ‖ label -> doc key
     b"vector_scopes",  # scope -> next label, LSN of the last vector change
     b"change_log",  # scope ‖ lsn ‖ record tag ‖ record id -> [op, record, recorded_at]
+    b"purge_queue",  # scope ‖ doc key -> b"" (forgotten since the last purge)
     b"embed_queue",  # scope ‖ doc key -> "+" (embed) or "-" ‖ label (drop from HNSW)
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
@@ -126,8 +131,13 @@ class Store:
     def __init__(self, path: Path, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.env = lmdb.open(
-            str(path),
+        self.tables: dict[bytes, lmdb._Database] = {}
+        self.env = self._open(map_size)
+        self._gate = _Gate()
+
+    def _open(self, map_size: int) -> lmdb.Environment:
+        env = lmdb.open(
+            str(self.path),
             map_size=map_size,
             max_dbs=len(TABLES) + 4,
             max_readers=MAX_READERS,
@@ -136,11 +146,10 @@ class Store:
             readahead=False,
             subdir=True,
         )
-        self.tables: dict[bytes, lmdb._Database] = {}
-        with self.env.begin(write=True) as txn:
+        with env.begin(write=True) as txn:
             for name in TABLES:
-                self.tables[name] = self.env.open_db(name, txn=txn)
-        self._gate = _Gate()
+                self.tables[name] = env.open_db(name, txn=txn)
+        return env
 
     def table(self, name: bytes) -> lmdb._Database:
         """The handle of a named table."""
@@ -166,6 +175,36 @@ class Store:
             )
         with self._gate.exclusive():
             self.env.set_mapsize(min(current * 2, MAX_MAP_SIZE))
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the data file with its live pages only, so that pages freed by
+        earlier writes (a forgotten text's old versions among them) leave the disk.
+
+        Runs with every reader held off; the caller (the writer thread, between
+        batches) has no write open. The compacted copy is synced, then renamed over
+        the data file, which is atomic: a crash leaves the old file or the new one,
+        each complete. Returns the file's size before and after."""
+        data = self.path / _DATA_FILE
+        with self._gate.exclusive():
+            staging = self.path.with_name(self.path.name + ".compacting")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            before = data.stat().st_size
+            self.env.copy(str(staging), compact=True)
+            fresh = staging / _DATA_FILE
+            with fresh.open("rb+") as fh:
+                os.fsync(fh.fileno())
+            map_size = int(self.env.info()["map_size"])
+            self.env.close()
+            os.replace(fresh, data)
+            directory = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+            shutil.rmtree(staging, ignore_errors=True)
+            self.env = self._open(map_size)
+            return before, data.stat().st_size
 
     def sync(self) -> None:
         """Force everything committed so far onto the disk."""
