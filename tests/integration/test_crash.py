@@ -39,8 +39,15 @@ def _text(request_id: bytes) -> str:
 
 
 def _load(
-    server: ServerProcess, round_no: int, acked: dict[bytes, EncodeOk], stop: threading.Event
-) -> None:
+    server: ServerProcess,
+    round_no: int,
+    acked: dict[bytes, EncodeOk],
+    stop: threading.Event,
+    *,
+    stop_signal: signal.Signals = signal.SIGKILL,
+) -> int:
+    """Write from several connections, then send ``stop_signal`` to the server
+    mid-load; return the server's exit code."""
     lock = threading.Lock()
 
     def writer(index: int) -> None:
@@ -82,11 +89,12 @@ def _load(
     for thread in threads:
         thread.start()
     time.sleep(random.uniform(0.05, 0.4))
-    server.process.send_signal(signal.SIGKILL)
-    server.process.wait()
+    server.process.send_signal(stop_signal)
+    code = server.process.wait(timeout=60)
     stop.set()
     for thread in threads:
         thread.join(timeout=30)
+    return code
 
 
 def _verify(server: ServerProcess, acked: dict[bytes, EncodeOk], sample: int) -> None:
@@ -308,3 +316,20 @@ def test_dropped_connection_aborts_its_transactions(server: ServerProcess) -> No
         pytest.raises(TxnExpired),
     ):
         second.call(Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+
+
+def test_sigterm_under_write_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = start_server(data)
+    acked: dict[bytes, EncodeOk] = {}
+    try:
+        code = _load(server, 0, acked, threading.Event(), stop_signal=signal.SIGTERM)
+    finally:
+        server.stop()
+    assert code == 0, "SIGTERM is a clean shutdown"
+    assert acked
+    server = start_server(data)
+    try:
+        _verify(server, acked, sample=len(acked))
+    finally:
+        server.stop()
