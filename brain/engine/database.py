@@ -119,6 +119,7 @@ class Database:
         self._resolution = options.resolution
         self._listeners: list[Callable[[object], None]] = []
         self._last_purge = time.monotonic()
+        self._purges = 0
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -293,7 +294,6 @@ class Database:
                     count = entry[label]
                     assert isinstance(count, int)
                     entry[label] = count + 1
-            embed_backlog = sum(1 for _ in txn.cursor(db=self._store.table(EMBED_QUEUE)))
         index_dir = self.path / "index"
         index_bytes = (
             sum(p.stat().st_size for p in index_dir.glob("*")) if index_dir.exists() else 0
@@ -311,7 +311,7 @@ class Database:
                 "wal_bytes": sum(p.stat().st_size for p in self._wal.segments),
                 "index_bytes": index_bytes,
             },
-            "embed_backlog": embed_backlog,
+            "embed_backlog": self.embed_backlog(),
             "purge_pending": self.purge_pending(),
         }
 
@@ -335,6 +335,16 @@ class Database:
         result = self._writer.between_batches(self._purge_now).result()
         assert isinstance(result, int)
         return result
+
+    @property
+    def purges(self) -> int:
+        """Purges run since the database opened."""
+        return self._purges
+
+    def embed_backlog(self) -> int:
+        """Documents waiting for the indexer (embeddings and HNSW removals)."""
+        with self._store.read() as txn:
+            return sum(1 for _ in txn.cursor(db=self._store.table(EMBED_QUEUE)))
 
     def purge_pending(self) -> int:
         """Documents whose text left the store since the last purge."""
@@ -361,6 +371,7 @@ class Database:
         self._store.compact()
         self.retrieval.indexes.rebuild_deleted(self._store)
         self._last_purge = time.monotonic()
+        self._purges += 1
         log.info("purged forgotten content of %d documents", pending)
         return pending
 

@@ -298,6 +298,7 @@ def _run(ctx: ReadContext, scope: Scope, request: Recall) -> _Run:
         filter_=filter_us,
         total=_us(started),
     )
+    retrieval.stats.record({arm: len(found) for arm, found in ranked.items()}, not hits)
     return _Run(hits, coverage, survivors, restored, rrf_k, timings)
 
 

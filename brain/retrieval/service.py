@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from brain.embed.batching import BatchingEmbedder
 from brain.engine.tuning import DEFAULT_INDEX_WAIT_S
 from brain.retrieval.indexer import Indexer
 from brain.retrieval.vectors import VectorIndexes
 
-__all__ = ["DEFAULT_INDEX_WAIT_S", "Retrieval"]
+__all__ = ["DEFAULT_INDEX_WAIT_S", "RecallStats", "Retrieval"]
+
+
+class RecallStats:
+    """Running totals of the recalls served, for ``/metrics``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.recalls = 0
+        self.abstained = 0
+        self.candidates = {"semantic": 0, "lexical": 0, "graph": 0}
+
+    def record(self, candidates: dict[str, int], abstained: bool) -> None:
+        """Count one recall and what each arm contributed."""
+        with self._lock:
+            self.recalls += 1
+            self.abstained += int(abstained)
+            for arm, count in candidates.items():
+                self.candidates[arm] += count
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +40,4 @@ class Retrieval:
     indexes: VectorIndexes
     indexer: Indexer
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
+    stats: RecallStats = field(default_factory=RecallStats)

@@ -253,6 +253,12 @@ class VectorIndexes:
                 return []
         return [(int(label), float(d)) for label, d in zip(labels[0], distances[0], strict=True)]
 
+    def total(self) -> int:
+        """Vectors every index holds (deleted ones left out)."""
+        with self._lock:
+            scopes = list(self._scopes.values())
+        return sum(len(scope.labels) for scope in scopes)
+
     def size(self, prefix: bytes) -> int:
         """Vectors the index of ``prefix`` holds (deleted ones left out)."""
         with self._lock:

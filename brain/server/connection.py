@@ -179,6 +179,7 @@ class Connection:
         assert principal is not None
         next_lsn = request.from_lsn or 0
         started = time.perf_counter()
+        self._metrics.subscriptions_open.inc()
         try:
             async for lsn, events in self._backend.subscribe(principal, request):
                 for change in events:
@@ -210,6 +211,7 @@ class Connection:
         except (ConnectionError, OSError):
             self._closing = True
         finally:
+            self._metrics.subscriptions_open.dec()
             self._subscriptions.pop(stream_id, None)
             self._tasks.pop(stream_id, None)
 

@@ -68,6 +68,9 @@ class ServerMetrics:
             "Wire connections refused because max_connections were open.",
             registry=self.registry,
         )
+        self.subscriptions_open = Gauge(
+            "brain_subscriptions_open", "SUBSCRIBE streams open now.", registry=self.registry
+        )
         self.protocol_errors = Counter(
             "brain_protocol_errors",
             "Connections closed for a broken frame, handshake or credentials, by error.",
@@ -99,7 +102,7 @@ class _DatabaseCollector(Collector):
         db = self._db
         writer, wal = db.writer, db.wal
         map_size, used = db.store_usage()
-        counters = (
+        counters: list[tuple[str, str, int]] = [
             ("brain_wal_appends", "WAL records appended by this process.", writer.records_appended),
             ("brain_wal_fsyncs", "WAL fsyncs (one per group commit).", wal.sync_count),
             ("brain_wal_bytes", "Bytes written to the WAL by this process.", wal.bytes_written),
@@ -110,8 +113,8 @@ class _DatabaseCollector(Collector):
                 "Storage faults (failed fsync or commit) that turned the server read-only.",
                 writer.storage_faults,
             ),
-        )
-        gauges = (
+        ]
+        gauges: list[tuple[str, str, int]] = [
             ("brain_wal_last_lsn", "LSN of the last WAL record.", wal.last_lsn),
             ("brain_group_commit_last_size", "Writes in the last batch.", writer.last_batch_size),
             ("brain_applied_lsn", "Last LSN applied to the store.", writer.applied_lsn),
@@ -123,8 +126,36 @@ class _DatabaseCollector(Collector):
             ),
             ("brain_lmdb_map_bytes", "LMDB map size.", map_size),
             ("brain_lmdb_used_bytes", "LMDB bytes in use.", used),
-        )
+        ]
+        retrieval = db.retrieval
+        stats = retrieval.stats
+        counters += [
+            ("brain_recalls", "RECALL and EXPLAIN requests served.", stats.recalls),
+            ("brain_recalls_abstained", "Recalls that found nothing.", stats.abstained),
+            ("brain_purges", "Purges of forgotten content run.", db.purges),
+            ("brain_index_embedded", "Documents the indexer embedded.", retrieval.indexer.embedded),
+        ]
+        gauges += [
+            (
+                "brain_indexed_lsn",
+                "Every document up to this LSN is searchable.",
+                retrieval.indexer.indexed_lsn,
+            ),
+            ("brain_index_vectors", "Vectors in the HNSW indexes.", retrieval.indexes.total()),
+            ("brain_embed_backlog", "Documents waiting for the indexer.", db.embed_backlog()),
+            (
+                "brain_purge_pending",
+                "Documents forgotten since the last purge.",
+                db.purge_pending(),
+            ),
+        ]
         for name, text, value in counters:
             yield CounterMetricFamily(name, text, value=value)
         for name, text, value in gauges:
             yield GaugeMetricFamily(name, text, value=value)
+        candidates = CounterMetricFamily(
+            "brain_recall_candidates", "Candidates each arm contributed to recalls.", labels=["arm"]
+        )
+        for arm, count in sorted(stats.candidates.items()):
+            candidates.add_metric([arm], count)
+        yield candidates

@@ -340,3 +340,31 @@ def test_admin_stats_wal_and_purge(server: ServerProcess) -> None:
         assert b"a secret to forget" not in path.read_bytes()
     for path in (server.data_dir / "wal").iterdir():
         assert b"a secret to forget" not in path.read_bytes()
+
+
+def test_every_documented_metric_is_emitted(server: ServerProcess) -> None:
+    """The reverse of tests/unit/test_docs.py: a metric the spec names must exist."""
+    import os
+    import re
+
+    spec = (Path(__file__).resolve().parents[2] / "spec" / "06-operations.md").read_text()
+    documented = set(
+        re.findall(r"^\| `(brain_[a-z_]+)` \| (?:counter|gauge|histogram) \|", spec, re.M)
+    )
+    assert len(documented) > 20
+    client = server.client()
+    client.handshake(server.credentials["api_key"])
+    client.send(0x0020, 1, {"request_id": os.urandom(16), "text": "a memory about owls"})
+    client.recv()
+    client.send(0x0021, 3, {"cue": "owls", "explain": True})
+    assert client.recv().opcode == 0x00A1
+    client.send(0x0021, 5, {"cue": "no such thing at all", "arms": {"semantic": 0.0}})
+    client.recv()
+    broken = server.client()
+    broken.send_bytes(b"NOT A FRAME" * 4)  # a protocol error, counted
+    broken.closed_by_server()
+    exposition = _public(server, "/metrics")[1].decode()
+    families = set(re.findall(r"^# TYPE (\S+) ", exposition, re.M))
+    for name in sorted(documented):
+        base = name.removesuffix("_total")
+        assert name in families or base in families, f"{name} is documented but not emitted"
