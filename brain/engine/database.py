@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +39,14 @@ from brain.engine.operations import (
     plan_single,
     read_in_txn,
 )
-from brain.engine.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
+from brain.engine.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
 from brain.engine.reads import ReadContext
 from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.snapshot import SnapshotInfo, write_bundle
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
+from brain.engine.transfer import EXPORT_FORMAT, Header, Row, export_id, export_rows, import_plan
 from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
@@ -326,6 +327,46 @@ class Database:
             "durable_lsn": self._writer.durable_lsn,
             "segments": segments,
         }
+
+    def export(self, namespace: str) -> Iterator[dict[str, object]]:
+        """The export of ``namespace`` (:mod:`brain.engine.transfer`), line by line:
+        the header, every row of one snapshot, the trailer."""
+        self._check_open()
+        with self._store.read() as txn:
+            progress = get_progress(self._store, txn)
+            clock = progress.last_record_time
+            yield {
+                "format": EXPORT_FORMAT,
+                "namespace": namespace,
+                "export_id": export_id(namespace, progress.applied_lsn, clock).hex(),
+                "applied_lsn": progress.applied_lsn,
+                "clock": clock,
+            }
+            count = 0
+            scopes: set[bytes] = set()
+            for row in export_rows(self._store, txn, namespace):
+                count += 1
+                scopes.add(row.key[:SCOPE_PREFIX_BYTES])
+                yield {"table": row.table.decode(), "key": row.key.hex(), "value": row.value.hex()}
+            yield {"end": True, "rows": count, "scopes": sorted(p.hex() for p in scopes)}
+
+    def import_rows(self, header: Header, rows: list[Row]) -> int:
+        """Write one batch of an export's rows (see :func:`brain.engine.transfer.import_plan`);
+        return how many. The record clock moves past the export's first."""
+        self._check_open()
+        self._writer.clock.observe(header.clock)
+        filled: list[set[bytes]] = []
+
+        def plan(ctx: PlanContext) -> Plan:
+            made, scopes = import_plan(ctx, header, rows)
+            filled[:] = [scopes]
+            return made
+
+        self._writer.submit(plan).result()
+        if filled:
+            self.retrieval.indexes.rebuild(self._store, sorted(filled[0]))
+            self.retrieval.indexer.notify()
+        return len(rows)
 
     def purge(self) -> int:
         """Physically remove forgotten content now; return how many documents' texts

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -269,15 +270,24 @@ class VectorIndexes:
         """Rebuild from LMDB every index holding deleted entries, and save it, so no
         forgotten vector's bytes stay in memory or on disk; return how many."""
         with self._lock:
-            scopes = [(p, s) for p, s in self._scopes.items() if s.deleted]
-        for prefix, scope in scopes:
+            prefixes = [p for p, s in self._scopes.items() if s.deleted]
+        self.rebuild(store, prefixes)
+        return len(prefixes)
+
+    def rebuild(self, store: Store, prefixes: Iterable[bytes]) -> None:
+        """Rebuild the indexes of ``prefixes`` from LMDB's ``vectors`` and save them
+        (after a purge, or an import that wrote vectors directly)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for prefix in prefixes:
+            scope = self._scope(prefix)
             with scope.lock, store.read() as txn:
-                fresh = self._rebuild(store, txn, prefix, scope.lsn)
+                lsn = scope_state(store, txn, prefix).get("lsn", 0)
+                assert isinstance(lsn, int)
+                fresh = self._rebuild(store, txn, prefix, lsn)
                 scope.index, scope.labels, scope.deleted = fresh.index, fresh.labels, 0
-                self.directory.mkdir(parents=True, exist_ok=True)
+                scope.lsn = lsn
                 self._save(prefix, scope)
                 scope.dirty = False
-        return len(scopes)
 
     # --- saving ------------------------------------------------------------------------
 

@@ -13,13 +13,14 @@ import hmac
 import json
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
 from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
 from brain.engine.snapshot import list_snapshots
+from brain.engine.transfer import EXPORT_FORMAT, Header, Row
 from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
 from brain.ids import new_id
 from brain.server.backend import BackendStatus
@@ -57,6 +58,55 @@ def _error(status: int, name: str, message: str, field: str | None = None) -> we
     if field is not None:
         body["field"] = field
     return web.json_response(body, status=status)
+
+
+EXPORT_CHUNK_LINES: Final = 1000
+"""Export lines read per trip to the worker thread: small enough to stream steadily."""
+
+IMPORT_MAX_ROWS: Final = 10_000
+"""Rows one import request may carry: one logged write, a few megabytes at most."""
+
+
+def _take(lines: Iterator[dict[str, object]], count: int) -> list[dict[str, object]]:
+    """Up to ``count`` more lines of an export (fewer at its end)."""
+    chunk: list[dict[str, object]] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == count:
+            break
+    return chunk
+
+
+def _row(index: int, row: object) -> Row:
+    """One row of an import request."""
+    try:
+        if isinstance(row, dict):
+            table, key, value = str(row["table"]), str(row["key"]), str(row["value"])
+            return Row(table.encode(), bytes.fromhex(key), bytes.fromhex(value))
+    except (KeyError, ValueError) as exc:
+        raise InvalidArgument(
+            f"rows[{index}] is not a row of an export: {exc}", field="rows"
+        ) from exc
+    raise InvalidArgument(f"rows[{index}] is not a row of an export", field="rows")
+
+
+def parse_import(body: dict[str, object]) -> tuple[Header, list[Row]]:
+    """An import request: ``{"header": <the export's header line>, "rows": [...]}``."""
+    header = body.get("header")
+    rows = body.get("rows")
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise InvalidArgument(f"header must be an export header ({EXPORT_FORMAT})", field="header")
+    namespace, eid, clock = header.get("namespace"), header.get("export_id"), header.get("clock")
+    if not isinstance(namespace, str) or not isinstance(eid, str) or not isinstance(clock, int):
+        raise InvalidArgument("header needs namespace, export_id and clock", field="header")
+    if not isinstance(rows, list) or len(rows) > IMPORT_MAX_ROWS:
+        raise InvalidArgument(f"rows must be a list of at most {IMPORT_MAX_ROWS}", field="rows")
+    parsed = [_row(index, row) for index, row in enumerate(rows)]
+    try:
+        header_value = Header(namespace, bytes.fromhex(eid), clock)
+    except ValueError:
+        raise InvalidArgument("header.export_id must be hex", field="header") from None
+    return header_value, parsed
 
 
 def _json_value(value: object) -> object:
@@ -229,6 +279,31 @@ def make_admin_app(
     async def purge(_: web.Request) -> web.Response:
         return web.json_response({"purged": await asyncio.to_thread(served().purge)})
 
+    async def export(request: web.Request) -> web.StreamResponse:
+        db = served()
+        namespace = request.query.get("namespace", "")
+        if not namespace:
+            raise InvalidArgument("namespace is required", field="namespace")
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        lines = db.export(namespace)
+        while True:
+            # Rows are read in one snapshot on a worker thread, a chunk at a time.
+            chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
+            if chunk:
+                await response.write("".join(json.dumps(line) + "\n" for line in chunk).encode())
+            if len(chunk) < EXPORT_CHUNK_LINES:
+                break
+        await response.write_eof()
+        return response
+
+    async def import_batch(request: web.Request) -> web.Response:
+        db = served()
+        body = await read_json(request)
+        header, rows = parse_import(body)
+        imported = await asyncio.to_thread(db.import_rows, header, rows)
+        return web.json_response({"imported": imported})
+
     async def show_snapshots(_: web.Request) -> web.Response:
         found = await asyncio.to_thread(list_snapshots, snapshot_dir)
         return web.json_response({"snapshots": [s.to_json() for s in found]})
@@ -245,4 +320,6 @@ def make_admin_app(
     app.router.add_get("/v1/stats", show_stats)
     app.router.add_get("/v1/wal", show_wal)
     app.router.add_post("/v1/purge", purge)
+    app.router.add_get("/v1/export", export)
+    app.router.add_post("/v1/import", import_batch)
     return app

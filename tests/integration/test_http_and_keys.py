@@ -103,6 +103,8 @@ ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/audit?namespace=default"),
     ("GET", "/v1/wal"),
     ("GET", "/v1/config"),
+    ("GET", "/v1/export?namespace=default"),
+    ("POST", "/v1/import"),
 )
 """Every route of WIRE.md §9's admin port."""
 
@@ -368,3 +370,57 @@ def test_every_documented_metric_is_emitted(server: ServerProcess) -> None:
     for name in sorted(documented):
         base = name.removesuffix("_total")
         assert name in families or base in families, f"{name} is documented but not emitted"
+
+
+def test_export_then_import_over_the_admin_port(server: ServerProcess, tmp_path: Path) -> None:
+    import os
+    import urllib.request
+
+    client = server.client()
+    client.handshake(server.credentials["api_key"])
+    client.send(
+        0x0140,
+        1,
+        {
+            "request_id": os.urandom(16),
+            "kind": "fact",
+            "subject": {"name": "Ivy"},
+            "predicate": "likes",
+            "object": {"text": "tea"},
+        },
+    )
+    made = client.recv().body
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.admin_port}/v1/export?namespace=default",
+        headers={"Authorization": f"Bearer {server.credentials['admin_token']}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.headers["Content-Type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in response.read().decode().splitlines()]
+    header, rows, trailer = lines[0], lines[1:-1], lines[-1]
+    assert trailer["end"] is True and trailer["rows"] == len(rows) > 0
+    other = start_server(tmp_path / "other")
+    try:
+        token = other.credentials["admin_token"]
+        for start in range(0, len(rows), 5):
+            status, body = _admin(
+                other,
+                "POST",
+                "/v1/import",
+                {"header": header, "rows": rows[start : start + 5]},
+                token=token,
+            )
+            assert status == 200 and body["imported"] == len(rows[start : start + 5])
+        status, refused = _admin(
+            other, "POST", "/v1/import", {"header": {}, "rows": []}, token=token
+        )
+        assert status == 400 and refused["field"] == "header"
+        reader = other.client()
+        reader.handshake(other.credentials["api_key"])
+        reader.send(0x0145, 1, {"id": made["statement_id"]})
+        imported = reader.recv()
+        assert imported.opcode == 0x01C5 and imported.body["versions"]
+        client.send(0x0145, 3, {"id": made["statement_id"]})
+        assert imported.body == client.recv().body
+    finally:
+        other.stop()

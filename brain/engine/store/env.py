@@ -85,6 +85,7 @@ TABLES: Final = (
     b"vector_scopes",  # scope -> next label, LSN of the last vector change
     b"change_log",  # scope ‖ lsn ‖ record tag ‖ record id -> [op, record, recorded_at]
     b"purge_queue",  # scope ‖ doc key -> b"" (forgotten since the last purge)
+    b"imports",  # scope -> the export id an import filled it from
     b"embed_queue",  # scope ‖ doc key -> "+" (embed) or "-" ‖ label (drop from HNSW)
 )
 """Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
