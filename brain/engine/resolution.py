@@ -39,6 +39,7 @@ from brain.wire.messages.entity_ops import EntityMatch
 __all__ = [
     "FUZZY_SCAN_ROWS",
     "is_ambiguous",
+    "name_index",
     "resolve_name",
     "tied",
 ]
@@ -55,15 +56,9 @@ def _ranked(matches: Iterable[EntityMatch]) -> list[EntityMatch]:
     return sorted(matches, key=lambda m: (-m.score, m.entity_id))
 
 
-def _fuzzy(
-    store: Store,
-    txn: lmdb.Transaction,
-    scope: Scope,
-    normal: str,
-    type_: str | None,
-    *,
-    threshold: float,
-) -> list[EntityMatch]:
+def name_index(store: Store, txn: lmdb.Transaction, scope: Scope) -> tuple[list[str], list[bytes]]:
+    """The names the fuzzy tier compares (at most :data:`FUZZY_SCAN_ROWS`, in index
+    order) and, for each, the entity it belongs to."""
     names: list[str] = []
     owners: list[bytes] = []
     prefix = scope.key()
@@ -77,6 +72,19 @@ def _fuzzy(
             # name key ‖ 0x00 ‖ entity id
             names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
             owners.append(tail[-ENTITY_ID_BYTES:])
+    return names, owners
+
+
+def _fuzzy(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    normal: str,
+    type_: str | None,
+    *,
+    threshold: float,
+) -> list[EntityMatch]:
+    names, owners = name_index(store, txn, scope)
     best: dict[bytes, float] = {}
     found = process.extract(
         normal, names, scorer=fuzz.ratio, score_cutoff=threshold * 100, limit=None

@@ -28,18 +28,15 @@ import lmdb
 from rapidfuzz import fuzz, process
 
 from brain.engine.entities import (
-    BY_NAME,
-    ENTITY_ID_BYTES,
     entity_row,
     exact_candidates,
     is_live,
-    name_of_key,
     normalise_name,
 )
 from brain.engine.filters import Filters, judge
 from brain.engine.refs import ENTITY_TAG, answers_as, keys_answering_as
 from brain.engine.relation_rows import edges_of, load_relation
-from brain.engine.resolution import FUZZY_SCAN_ROWS
+from brain.engine.resolution import name_index
 from brain.engine.scope import Scope
 from brain.engine.statements import BY_OBJECT, BY_SUBJECT, get_loaded, statement_times
 from brain.engine.store.env import Store
@@ -92,18 +89,7 @@ def _fuzzy_names(
     """Entities the fuzzy tier finds for any of ``queries``: each query's best and ties."""
     if not queries:
         return set()
-    names: list[str] = []
-    owners: list[bytes] = []
-    prefix = scope.key()
-    cursor = txn.cursor(db=store.table(BY_NAME))
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix) or len(names) >= FUZZY_SCAN_ROWS:
-                break
-            tail = raw[len(prefix) :]
-            names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
-            owners.append(tail[-ENTITY_ID_BYTES:])
+    names, owners = name_index(store, txn, scope)
     if not names:
         return set()
     cutoff = settings.fuzzy_threshold * 100
