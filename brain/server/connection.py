@@ -43,6 +43,9 @@ __all__ = ["Connection", "READ_CHUNK"]
 
 log = logging.getLogger("brain.server")
 
+SUBSCRIPTION_END_S: Final = 5.0
+"""Longest a cancel waits for a subscription to send its last frame."""
+
 READ_CHUNK: Final = 64 * 1024
 """Bytes asked of the socket per read: never more than this is buffered ahead of
 the frame reader, whatever length a header claims."""
@@ -168,8 +171,10 @@ class Connection:
         if task is None or task.done():
             return False
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # Bounded: the connection's other streams wait while this one ends.
+        done, _ = await asyncio.wait({task}, timeout=SUBSCRIPTION_END_S)
+        if not done:
+            log.warning("subscription on stream %d did not end in time", stream_id)
         return True
 
     async def _subscription(self, stream_id: int, request: Subscribe) -> None:
@@ -188,7 +193,11 @@ class Connection:
                     )
                 if events:
                     try:
-                        await asyncio.wait_for(self._writer.drain(), self._stall_s)
+                        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+                        # cancel that lands as the drain completes, and the stream
+                        # would never end.
+                        async with asyncio.timeout(self._stall_s):
+                            await self._writer.drain()
                     except TimeoutError:
                         self._metrics.observe("SUBSCRIBE", "OVERLOADED", 0.0)
                         too_slow = Overloaded(

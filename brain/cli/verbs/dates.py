@@ -37,7 +37,7 @@ _ISO: Final = re.compile(
     r"(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})"
     r"(?:[T ](?P<hour>\d{2}):(?P<minute>\d{2})"
     r"(?::(?P<second>\d{2})(?:[.,](?P<fraction>\d+))?)?"
-    r"(?P<offset>Z|z|[+-]\d{2}(?::?\d{2})?)?)?"
+    r"(?P<offset>Z|z|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)?)?"
 )
 """ISO 8601 extended format: a date, optionally a time, optionally an offset.
 An offset needs a time: ``2024-02-01Z`` is not ISO 8601."""
@@ -50,16 +50,19 @@ _FORMS: Final = (
 
 
 def _offset(text: str) -> datetime.tzinfo:
-    """``Z``, ``+HH``, ``+HHMM`` or ``+HH:MM`` as a fixed-offset time zone."""
+    """``Z``, ``+HH``, ``+HHMM``, ``+HH:MM`` or ``+HH:MM:SS`` (the seconds of a historical
+    local mean time, as :func:`format_time` shows them) as a fixed-offset time zone."""
     if text in ("Z", "z"):
         return datetime.UTC
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
     hours = int(digits[:2])
-    minutes = int(digits[2:] or "0")
-    if hours > 23 or minutes > 59:
+    minutes = int(digits[2:4] or "0")
+    seconds = int(digits[4:] or "0")
+    if hours > 23 or minutes > 59 or seconds > 59:
         raise ValueError(f"offset {text!r} is out of range")
-    return datetime.timezone(sign * datetime.timedelta(hours=hours, minutes=minutes))
+    offset = datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    return datetime.timezone(sign * offset)
 
 
 def parse_time(text: str, *, tz: datetime.tzinfo | None = None) -> int:

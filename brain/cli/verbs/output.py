@@ -16,6 +16,8 @@ text is never read as rich markup, and rich strips terminal control codes.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +49,13 @@ SHORT_ID_HEX: Final = 8
 ids rarely needs more, and when it does the shortener takes more."""
 
 FULL_ID_HEX: Final = 2 * ID_BYTES
+
+LONGEST_SHORT_ID_HEX: Final = 16
+"""Past this many hex digits a shortened id saves little: it is shown whole."""
+
+PIPE_WIDTH: Final = 200
+"""Columns a table may use when standard output is not a terminal (a pager, a file):
+rich's 80 would fold every time and id; ``COLUMNS`` still overrides it."""
 
 
 def to_json(value: object) -> object:
@@ -97,11 +106,13 @@ def shorten_ids(ids: Iterable[bytes], *, full: bool = False) -> dict[bytes, str]
     if full:
         return {raw: raw.hex() for raw in unique}
     width = FULL_ID_HEX
-    for digits in range(SHORT_ID_HEX, FULL_ID_HEX):
+    for digits in range(SHORT_ID_HEX, LONGEST_SHORT_ID_HEX + 1):
         if len({raw.hex()[-digits:] for raw in unique}) == len(unique):
             width = digits
             break
-    return {raw: raw.hex() if width >= len(raw.hex()) else "…" + raw.hex()[-width:] for raw in unique}
+    return {
+        raw: raw.hex() if width >= len(raw.hex()) else "…" + raw.hex()[-width:] for raw in unique
+    }
 
 
 @dataclass
@@ -113,6 +124,8 @@ class Labels:
 
     short: dict[bytes, str]
     names: dict[bytes, str] = field(default_factory=dict)
+    detail: bool = False
+    """A detail view: an entity's id is always shown beside its name."""
 
     def id(self, raw: bytes) -> str:
         """The id's label (full hex for an id this view did not collect)."""
@@ -123,7 +136,7 @@ class Labels:
         name = self.names.get(raw)
         if name is None:
             return f"entity {self.id(raw)}"
-        if list(self.names.values()).count(name) > 1:
+        if self.detail or list(self.names.values()).count(name) > 1:
             return f"{name} ({self.id(raw)})"
         return name
 
@@ -146,7 +159,10 @@ class Printer:
         self.full_ids = full_ids
         self._stdout = stdout if stdout is not None else sys.stdout
         self._stderr = stderr if stderr is not None else sys.stderr
-        self.console = Console(file=self._stdout, highlight=False, soft_wrap=False)
+        width = None
+        if not _is_terminal(self._stdout) and not os.environ.get("COLUMNS"):
+            width = PIPE_WIDTH
+        self.console = Console(file=self._stdout, highlight=False, soft_wrap=False, width=width)
         self.err = Console(file=self._stderr, highlight=False, soft_wrap=True)
 
     # --- values ----------------------------------------------------------------------
@@ -155,9 +171,13 @@ class Printer:
         """A time as ISO 8601, local with offset (``--utc``: UTC); ``—`` when absent."""
         return "—" if nanos is None else format_time(nanos, utc=self.utc)
 
-    def labels(self, value: object, names: Mapping[bytes, str] | None = None) -> Labels:
-        """Labels for every id in ``value``, shortened together so none is ambiguous."""
-        return Labels(shorten_ids(collect_ids(value), full=self.full_ids), dict(names or {}))
+    def labels(
+        self, value: object, names: Mapping[bytes, str] | None = None, *, detail: bool = False
+    ) -> Labels:
+        """Labels for every id in ``value``, shortened together so none is ambiguous
+        (in full for a ``detail`` view or with ``--full-ids``)."""
+        short = shorten_ids(collect_ids(value), full=self.full_ids or detail)
+        return Labels(short, dict(names or {}), detail=detail)
 
     # --- output ----------------------------------------------------------------------
 
@@ -177,7 +197,15 @@ class Printer:
 
     def line(self, *parts: str | tuple[str, str]) -> None:
         """Print one line from plain parts and ``(text, style)`` parts; never markup."""
-        self.console.print(Text.assemble(*parts), overflow="fold")
+        safe = [
+            printable(part) if isinstance(part, str) else (printable(part[0]), part[1])
+            for part in parts
+        ]
+        self.console.print(Text.assemble(*safe), overflow="fold")
+
+    def is_terminal(self) -> bool:
+        """True when standard output is a terminal (not a pipe or a file)."""
+        return _is_terminal(self._stdout)
 
     def note(self, message: str) -> None:
         """A remark for a person, on standard error (so that stdout stays parseable)."""
@@ -191,6 +219,24 @@ class Printer:
         return table
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters other than tab and newline: ESC and friends can move the cursor,
+recolour or clear a terminal, so stored text never sends them (rich strips only some)."""
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN`` instead of sent to the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def cell(value: object, style: str = "") -> Text:
-    """A table cell holding ``value`` as literal text: stored text is never markup."""
-    return Text("" if value is None else str(value), style=style)
+    """A table cell holding ``value`` as literal text: stored text is never markup, and
+    its control characters are shown, not obeyed."""
+    return Text("" if value is None else printable(str(value)), style=style)

@@ -1,0 +1,351 @@
+// The contract, read at load time from protocol/protocol.json (opcodes,
+// errors, frame constants) and protocol/schema.json (every message's keys and
+// types), and the schema-directed payload encoder built on it.
+//
+// Why schema-directed: JavaScript has one number type and no way to tell 1.0
+// from 1, while the server encodes a float field as a float and an integer
+// field as an integer. So a request is walked against its message shape and
+// every number in a float position is wrapped in `Float`, every integer
+// position is checked to hold an exact integer (number up to ±2^53, or
+// BigInt), and byte strings must be Uint8Array, never text. `null` and
+// `undefined` for a key of a message mean absent (spec/01-wire.md §2) and the
+// key is left out; inside an `any` value, null is a real CBOR null.
+//
+// Values the schema does not describe (unknown keys, a union member that no
+// discriminating key picks) are encoded as they are and left for the server to
+// judge: it answers INVALID_ARGUMENT naming the key, and stays the one
+// authority on validity. Decoding is lossless without the schema (cbor.js);
+// the schema only turns the Float of an integral float back into a plain
+// number where the key is typed float, so callers read `confidence: 1`.
+
+import { readFileSync } from 'node:fs';
+import { decode, encode, Float, CborError } from './cbor.js';
+import { EncodeError } from './errors.js';
+
+/** Where the machine-readable contract lives: protocol/, two levels up from this package. */
+const PROTOCOL_DIR = new URL('../../../', import.meta.url);
+
+/** @param {string} name */
+const readJson = (name) => JSON.parse(readFileSync(new URL(name, PROTOCOL_DIR), 'utf8'));
+
+export const PROTOCOL = readJson('protocol.json');
+export const SCHEMA = readJson('schema.json');
+
+export const RESPONSE_BIT = PROTOCOL.frame.response_bit;
+export const ERROR_OPCODE = PROTOCOL.frame.error_opcode;
+
+/** Opcodes whose answer is a stream of frames ended by EOS (WIRE.md §8, SUBSCRIBE). */
+export const STREAMING_OPCODES = new Set(['SUBSCRIBE']);
+
+/**
+ * Whether `op` answers with a stream: named so by WIRE.md, or given a stream-end shape by schema.json.
+ * @param {OpcodeInfo} op
+ */
+export const isStreaming = (op) => STREAMING_OPCODES.has(op.name) || op.streamEnd !== null;
+
+/**
+ * @typedef {object} OpcodeInfo
+ * @property {string} name       HELLO, STATEMENT_CREATE, ...
+ * @property {number} code
+ * @property {string|null} permission
+ * @property {boolean} control   may travel on stream 0
+ * @property {string} request    the request's shape name in schema.json
+ * @property {string} response   the response's shape name (each frame, for a streaming answer)
+ * @property {string|null} streamEnd the shape of the EOS frame that ends a streaming answer
+ */
+
+/** @type {OpcodeInfo[]} */
+export const OPCODES = PROTOCOL.opcodes.map((/** @type {any} */ row) => {
+  const shapes = SCHEMA.opcodes.find((/** @type {any} */ s) => s.name === row.name);
+  if (!shapes) throw new Error(`schema.json has no shapes for opcode ${row.name}`);
+  return Object.freeze({
+    name: row.name,
+    code: Number.parseInt(row.code, 16),
+    permission: row.permission,
+    control: row.control,
+    request: shapes.request,
+    response: shapes.response,
+    streamEnd: shapes.stream_end ?? null,
+  });
+});
+
+/** @type {Map<string, OpcodeInfo>} */
+export const OPCODE_BY_NAME = new Map(OPCODES.map((op) => [op.name, op]));
+/** @type {Map<number, OpcodeInfo>} */
+export const OPCODE_BY_CODE = new Map(OPCODES.map((op) => [op.code, op]));
+
+/**
+ * The message shape a frame of `opcode` carries: a request's, a response's, or
+ * ERROR's; the EOS frame of a streaming answer (SUBSCRIBE) has a shape of its own.
+ * @param {number} opcode
+ * @param {boolean} [eos] the frame's EOS flag
+ * @returns {string|null} null for an opcode this client does not know
+ */
+export function shapeOf(opcode, eos = true) {
+  if (opcode === ERROR_OPCODE) return 'ErrorMessage';
+  const info = OPCODE_BY_CODE.get(opcode & ~RESPONSE_BIT);
+  if (!info) return null;
+  if (!(opcode & RESPONSE_BIT)) return info.request;
+  return eos && info.streamEnd ? info.streamEnd : info.response;
+}
+
+// --- type descriptors compiled from schema.json's type texts ---------------------------
+
+/**
+ * @typedef {{kind: 'any'|'map'|'bool'|'text'|'bytes'|'int'|'float'}
+ *   | {kind: 'array', item: Type}
+ *   | {kind: 'shape', name: string}
+ *   | {kind: 'union', members: Map<string, string>}} Type
+ */
+
+/** @type {Map<string, Type>} */
+const TYPE_CACHE = new Map();
+
+/**
+ * Parse a schema type text: `bytes(16)`, `[Evidence](0..1024)`, `float[0..1] finite`,
+ * `enum(a|b)`, `text /re/`, `EntityRef|NameRef`, `Statement`, `any`, `map`.
+ * @param {string} text
+ * @returns {Type}
+ */
+export function parseType(text) {
+  const cached = TYPE_CACHE.get(text);
+  if (cached) return cached;
+  /** @type {Type} */
+  let type;
+  if (text.startsWith('[')) {
+    // The element type runs to the matching bracket; a length bound may follow.
+    let depth = 0;
+    let end = 0;
+    for (let i = 0; i < text.length; i++) {
+      if (text[i] === '[') depth++;
+      else if (text[i] === ']' && --depth === 0) {
+        end = i;
+        break;
+      }
+    }
+    type = { kind: 'array', item: parseType(text.slice(1, end)) };
+  } else if (text === 'any' || text === 'map' || text === 'bool') {
+    type = { kind: text };
+  } else if (/^(text|bytes|int|float)\b/.test(text)) {
+    type = { kind: /** @type {'text'|'bytes'|'int'|'float'} */ (text.match(/^\w+/)?.[0]) };
+  } else if (text.startsWith('enum(')) {
+    type = { kind: 'text' };
+  } else if (text.includes('|')) {
+    // A union of shapes, each picked by its one required key (spec/01-wire.md §2).
+    const members = new Map();
+    for (const name of text.split('|')) {
+      const required = shapeFields(name).filter((f) => f.required);
+      if (required.length !== 1) throw new Error(`union member ${name} must have exactly one required key`);
+      members.set(required[0].key, name);
+    }
+    type = { kind: 'union', members };
+  } else {
+    shapeFields(text); // fails early for an unknown name
+    type = { kind: 'shape', name: text };
+  }
+  TYPE_CACHE.set(text, type);
+  return type;
+}
+
+/**
+ * @param {string} name
+ * @returns {{key: string, required: boolean, type: string}[]}
+ */
+export function shapeFields(name) {
+  const fields = SCHEMA.shapes[name];
+  if (!fields) throw new Error(`schema.json has no shape ${name}`);
+  return fields;
+}
+
+/** @type {Map<string, Map<string, Type>>} */
+const SHAPE_TYPES = new Map();
+
+/** @param {string} name */
+function fieldTypes(name) {
+  let types = SHAPE_TYPES.get(name);
+  if (!types) {
+    types = new Map(shapeFields(name).map((f) => [f.key, parseType(f.type)]));
+    SHAPE_TYPES.set(name, types);
+  }
+  return types;
+}
+
+// --- schema-directed preparation -------------------------------------------------------
+
+/** @param {string} path @param {string} key */
+const child = (path, key) => (path ? `${path}.${key}` : key);
+
+/** @param {unknown} value */
+function describe(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (value instanceof Uint8Array) return 'a byte string';
+  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
+  return `a ${typeof value}`;
+}
+
+/** @param {unknown} value */
+function isRecord(value) {
+  if (value === null || typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * Walk `value` against shape `name` and return a CBOR-ready copy.
+ * @param {string} name
+ * @param {unknown} value
+ * @param {string} [path]
+ * @returns {Record<string, unknown>}
+ */
+export function prepareShape(name, value, path = '') {
+  if (!isRecord(value)) throw new EncodeError(`must be a plain object (${name}), got ${describe(value)}`, path);
+  const types = fieldTypes(name);
+  /** @type {Record<string, unknown>} */
+  const out = {};
+  for (const [key, item] of Object.entries(/** @type {object} */ (value))) {
+    // null and undefined mean absent for a message key: never sent.
+    if (item === null || item === undefined) continue;
+    const type = types.get(key);
+    Object.defineProperty(out, key, {
+      value: type ? prepare(type, item, child(path, key)) : item, // unknown: the server names it
+      enumerable: true, writable: true, configurable: true,
+    });
+  }
+  return out;
+}
+
+/**
+ * @param {Type} type
+ * @param {unknown} value
+ * @param {string} path
+ * @returns {unknown}
+ */
+function prepare(type, value, path) {
+  switch (type.kind) {
+    case 'any':
+    case 'map':
+      return value;
+    case 'bool':
+      if (typeof value !== 'boolean') throw new EncodeError(`must be a boolean, got ${describe(value)}`, path);
+      return value;
+    case 'text':
+      if (typeof value !== 'string') throw new EncodeError(`must be a string, got ${describe(value)}`, path);
+      return value;
+    case 'bytes':
+      // A hex or base64 string here is the classic mistake: the server wants raw bytes.
+      if (!(value instanceof Uint8Array)) throw new EncodeError(`must be a Uint8Array, got ${describe(value)}`, path);
+      return value;
+    case 'int':
+      if (typeof value === 'bigint') return value;
+      if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) <= 2 ** 53) return value;
+      if (typeof value === 'number' && Number.isInteger(value)) {
+        throw new EncodeError(`${value} is beyond 2^53 and may have lost precision: pass a BigInt`, path);
+      }
+      throw new EncodeError(`must be an integer (number or BigInt), got ${describe(value)} ${String(value)}`, path);
+    case 'float':
+      if (value instanceof Float) return value;
+      if (typeof value === 'number') return new Float(value);
+      if (typeof value === 'bigint') {
+        const number = Number(value);
+        if (BigInt(number) !== value) throw new EncodeError(`${value} has no exact float form`, path);
+        return new Float(number);
+      }
+      throw new EncodeError(`must be a number, got ${describe(value)}`, path);
+    case 'array':
+      if (!Array.isArray(value)) throw new EncodeError(`must be an array, got ${describe(value)}`, path);
+      return value.map((item, i) => prepare(type.item, item, `${path}[${i}]`));
+    case 'shape':
+      return prepareShape(type.name, value, path);
+    case 'union': {
+      if (!isRecord(value)) throw new EncodeError(`must be a plain object, got ${describe(value)}`, path);
+      const present = [...type.members.keys()].filter((k) => k in /** @type {object} */ (value));
+      // None or several discriminating keys: sent as is, for the server to name the field.
+      if (present.length !== 1) return value;
+      return prepareShape(/** @type {string} */ (type.members.get(present[0])), value, path);
+    }
+    default:
+      throw new Error(`unhandled type ${JSON.stringify(type)}`);
+  }
+}
+
+/**
+ * The payload bytes of a frame of `opcode` carrying `message`.
+ * @param {number} opcode
+ * @param {Record<string, unknown>} message
+ * @param {boolean} [eos] the frame's EOS flag (it picks a stream end's shape)
+ * @returns {Buffer}
+ */
+export function encodePayload(opcode, message, eos = true) {
+  const shape = shapeOf(opcode, eos);
+  return encode(shape === null ? message : prepareShape(shape, message));
+}
+
+/** A payload that is not one CBOR map with text keys. */
+export class PayloadError extends Error {
+  /** @param {string} message @param {unknown} [cause] */
+  constructor(message, cause) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'PayloadError';
+  }
+}
+
+/**
+ * Decode a payload: one CBOR map with text keys; empty means the empty map (WIRE.md §2).
+ * @param {Uint8Array} payload
+ * @returns {Record<string, unknown>}
+ */
+export function decodePayload(payload) {
+  if (payload.length === 0) return {};
+  let value;
+  try {
+    value = decode(payload);
+  } catch (error) {
+    if (error instanceof CborError) throw new PayloadError(error.message, error);
+    throw error;
+  }
+  if (!isRecord(value)) throw new PayloadError(`payload must be a map with text keys, got ${describe(value)}`);
+  return /** @type {Record<string, unknown>} */ (value);
+}
+
+/**
+ * Unwrap the Float of every float-typed key of shape `name` into a number, in place.
+ * @param {string} name
+ * @param {Record<string, unknown>} message
+ */
+function unwrapShape(name, message) {
+  const types = fieldTypes(name);
+  for (const [key, value] of Object.entries(message)) {
+    const type = types.get(key);
+    if (type) message[key] = unwrap(type, value);
+  }
+  return message;
+}
+
+/** @param {Type} type @param {unknown} value @returns {unknown} */
+function unwrap(type, value) {
+  if (type.kind === 'float') return value instanceof Float ? value.value : value;
+  if (type.kind === 'array' && Array.isArray(value)) return value.map((item) => unwrap(type.item, item));
+  if (!isRecord(value)) return value;
+  const record = /** @type {Record<string, unknown>} */ (value);
+  if (type.kind === 'shape') return unwrapShape(type.name, record);
+  if (type.kind === 'union') {
+    const present = [...type.members.keys()].filter((k) => k in record);
+    if (present.length === 1) return unwrapShape(/** @type {string} */ (type.members.get(present[0])), record);
+  }
+  return value;
+}
+
+/**
+ * Decode the payload of a frame of `opcode` into the message a caller reads:
+ * floats in float-typed keys are plain numbers, even when integral.
+ * @param {number} opcode
+ * @param {Uint8Array} payload
+ * @param {boolean} [eos] the frame's EOS flag (it picks a stream end's shape)
+ * @returns {Record<string, any>}
+ */
+export function decodeMessage(opcode, payload, eos = true) {
+  const message = decodePayload(payload);
+  const shape = shapeOf(opcode, eos);
+  return shape === null ? message : unwrapShape(shape, message);
+}

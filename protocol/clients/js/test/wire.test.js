@@ -1,0 +1,104 @@
+// Schema-directed encoding: what protocol/schema.json says a key is decides
+// its bytes, whatever JavaScript value the caller used.
+
+import { test } from 'node:test';
+import { readFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { code } from './helpers.js';
+import { Float, decode } from '../src/cbor.js';
+import { EncodeError } from '../src/errors.js';
+import { OPCODES, SCHEMA, decodeMessage, encodePayload, parseType } from '../src/wire.js';
+import { Client } from '../src/client.js';
+
+const ID = Buffer.alloc(16, 7);
+/** @param {string} name @param {Record<string, unknown>} message */
+const bytes = (name, message) => encodePayload(code(name), message);
+
+test('every type text in schema.json parses, and every shape it names exists', () => {
+  for (const fields of Object.values(SCHEMA.shapes)) {
+    for (const field of /** @type {any[]} */ (fields)) assert.ok(parseType(field.type), field.type);
+  }
+});
+
+test('every request opcode has a camelCase method, listed in the OpcodeMethods typedef', () => {
+  const source = readFileSync(new URL('../src/client.js', import.meta.url), 'utf8');
+  const listed = new Set([...source.matchAll(/@property \{(?:Request|Stream)Method\} (\w+)/g)].map((m) => m[1]));
+  const generated = new Set();
+  for (const op of OPCODES) {
+    if (['HELLO', 'AUTH'].includes(op.name)) continue;
+    const name = op.name.toLowerCase().replace(/_([a-z])/g, (/** @type {string} */ _, /** @type {string} */ c) => c.toUpperCase());
+    assert.equal(typeof (/** @type {any} */ (Client.prototype))[name], 'function', name);
+    if (op.name !== 'BYE') generated.add(name);
+  }
+  assert.deepEqual([...listed].sort(), [...generated].sort());
+});
+
+test('an integral number in a float key travels as a float; in an int key as an int', () => {
+  const payload = bytes('STATEMENT_CREATE', {
+    request_id: ID, kind: 'fact', subject: { name: 'A' }, predicate: 'p', object: { float: 2 }, confidence: 1,
+  });
+  const hex = payload.toString('hex');
+  assert.ok(hex.includes('6a636f6e666964656e6365f93c00'), 'confidence: f93c00'); // "confidence": 1.0
+  assert.ok(hex.includes('65666c6f6174f94000'), 'object.float: f94000'); // "float": 2.0
+  const asInt = bytes('STATEMENT_CREATE', {
+    request_id: ID, kind: 'fact', subject: { name: 'A' }, predicate: 'p', object: { int: 2 },
+  });
+  assert.ok(asInt.toString('hex').includes('63696e7402'), 'object.int: 02');
+  const arms = bytes('RECALL', { cue: 'x', arms: { semantic: 0, lexical: 1, graph: 0.5 } });
+  assert.deepEqual(decode(arms), { cue: 'x', arms: { semantic: new Float(0), lexical: new Float(1), graph: 0.5 } });
+});
+
+test('decoding unwraps integral floats in float keys, not in untyped ones', () => {
+  const response = code('STATEMENT_GET') | 0x80;
+  const statement = {
+    id: ID, space: 'default', kind: 'fact', subject: { entity: ID }, predicate: 'p', object: { float: 3 },
+    confidence: 1, evidence: [], recorded_at: 5n, version: 1, chain_root: ID,
+  };
+  const wire = encodePayload(response, { statement });
+  assert.ok(wire.toString('hex').includes('6a636f6e666964656e6365f93c00'));
+  const history = decodeMessage(response, wire);
+  assert.equal(history.statement.confidence, 1);
+  assert.equal(history.statement.object.float, 3);
+  const pong = decodeMessage(code('PING') | 0x80, encodePayload(code('PING') | 0x80, { nonce: new Float(1), server_time: 1n }));
+  assert.ok(pong.nonce instanceof Float, 'an untyped integral float stays a Float');
+});
+
+test('BigInt and numbers up to 2^53 in int keys; anything else is refused before sending', () => {
+  const big = bytes('ENCODE', { request_id: ID, text: 't', occurred_at: 1_700_000_000_000_000_123n });
+  assert.equal(/** @type {any} */ (decode(big)).occurred_at, 1_700_000_000_000_000_123n);
+  assert.throws(() => bytes('ENCODE', { request_id: ID, text: 't', occurred_at: 1.5 }), EncodeError);
+  assert.throws(() => bytes('ENCODE', { request_id: ID, text: 't', occurred_at: 1_700_000_000_000_000_000 }), /BigInt/);
+  assert.throws(() => bytes('ENCODE', { request_id: ID, text: 't', occurred_at: '1' }), EncodeError);
+});
+
+test('bytes must be bytes: a hex string is refused, naming the key path', () => {
+  assert.throws(
+    () => bytes('STATEMENT_CREATE', {
+      request_id: ID, kind: 'fact', subject: { name: 'A' }, predicate: 'p', object: { text: 'x' },
+      evidence: [{ memory: ID.toString('hex') }],
+    }),
+    (/** @type {any} */ error) => error instanceof EncodeError && error.field === 'evidence[0].memory',
+  );
+  assert.throws(() => bytes('MEMORY_GET', { id: 'abc' }), EncodeError);
+  assert.throws(() => bytes('ENCODE', { request_id: ID, text: 't', override_forgotten: 1 }), /boolean/);
+});
+
+test('null and undefined mean absent for a message key; null inside an untyped value is kept', () => {
+  assert.deepEqual(decode(bytes('MEMORY_GET', { id: ID, space: null, txn_id: undefined })), { id: ID });
+  assert.deepEqual(decode(bytes('PING', { nonce: null })), {});
+  assert.deepEqual(decode(bytes('PING', { nonce: [null, { a: null }] })), { nonce: [null, { a: null }] });
+});
+
+test('unknown keys and ambiguous unions go out as they are, for the server to name', () => {
+  assert.deepEqual(decode(bytes('MEMORY_GET', { id: ID, filters: { as_of: 1 } })), { id: ID, filters: { as_of: 1 } });
+  const both = bytes('STATEMENT_CREATE', {
+    request_id: ID, kind: 'fact', subject: { name: 'A', entity: ID }, predicate: 'p', object: { text: 'x' },
+  });
+  assert.deepEqual(/** @type {any} */ (decode(both)).subject, { name: 'A', entity: ID });
+});
+
+test('an empty payload is the empty map; a payload that is not a map is refused', () => {
+  assert.deepEqual(decodeMessage(code('BYE'), Buffer.alloc(0)), {});
+  assert.throws(() => decodeMessage(code('BYE'), Buffer.from('80', 'hex')), /map with text keys/);
+  assert.throws(() => decodeMessage(code('BYE'), Buffer.from('a10101', 'hex')), /map with text keys/);
+});

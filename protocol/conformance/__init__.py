@@ -1,0 +1,1 @@
+"""The language-neutral conformance runner and its Python adapter (README.md)."""
