@@ -1,4 +1,5 @@
-"""An fsync failure inside a running server: read-only, 503, nothing acknowledged lost.
+"""An fsync failure (EIO, or ENOSPC: a full disk) inside a running server:
+read-only, 503, nothing acknowledged lost.
 
 DURABILITY.md §6 test 7. The fault is injected through the database's fsync
 hook, so the server runs in this process; clients still speak real sockets.
@@ -35,12 +36,13 @@ def _readyz(port: int) -> tuple[int, dict[str, object]]:
             return exc.code, json.loads(exc.read())
 
 
-def test_fsync_eio_makes_the_server_read_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC], ids=["EIO", "ENOSPC"])
+def test_fsync_failure_makes_the_server_read_only(tmp_path: Path, code: int) -> None:
     failing = {"on": False}
 
     def fsync(fd: int) -> None:
         if failing["on"]:
-            raise OSError(errno.EIO, "injected EIO")
+            raise OSError(code, f"injected {errno.errorcode[code]}")
 
     data = tmp_path / "data"
     config = load_config(

@@ -313,3 +313,32 @@ def test_every_data_opcode_is_served() -> None:
         if opcode in CONTROL_OPCODES or opcode in streamed:
             continue
         assert Database.handles(opcode), opcode.name
+
+
+def test_a_full_disk_during_a_checkpoint_keeps_what_was_acknowledged(tmp_path: Path) -> None:
+    """The WAL's fsync fails while a checkpoint deletes segments (ENOSPC on the
+    directory sync): the database turns read-only, reads go on, and after the fault
+    clears a restart recovers everything acknowledged."""
+    state = {"fail": False}
+
+    def fsync(fd: int) -> None:
+        if state["fail"]:
+            raise OSError(errno.ENOSPC, "injected ENOSPC")
+
+    path = tmp_path / "d"
+    db = Database.open(path, DatabaseOptions(fsync=fsync, wal_segment_bytes=4096))
+    kept = [encode(db, i, f"kept {i} " + "x" * 200) for i in range(40)]
+    assert len(db.wal.segments) > 1  # a checkpoint has segments to delete
+    state["fail"] = True
+    db.checkpoint()
+    assert db.read_only_reason is not None and "ENOSPC" in db.read_only_reason
+    with pytest.raises(Unavailable):
+        encode(db, 100, "refused")
+    assert get(db, kept[-1].memory_id).memory.text.startswith("kept 39")  # type: ignore[union-attr]
+    db.close()
+    state["fail"] = False
+    with brain.open(path) as reopened:
+        assert [get(reopened, k.memory_id).memory.text for k in kept] == [
+            f"kept {i} " + "x" * 200 for i in range(40)
+        ]
+        assert encode(reopened, 101, "writable again").lsn == reopened.applied_lsn
