@@ -1,0 +1,510 @@
+"""Hostile clients against one real server each, while a well-behaved client keeps working.
+
+Every test starts a server with small limits (through ``BRAIN_SERVER__*``
+variables), starts a :class:`GoodClient` thread that keeps doing PING and an
+ENCODE followed by a MEMORY_GET of what it wrote, then plays one hostile pattern:
+slowloris, half-open connections, a connection flood, frames at and past
+``max_frame``, CBOR bombs, and 10,000 pipelined streams. Each test then checks
+that the good client never waited more than :data:`ANSWER_WITHIN_S` for an
+answer, that the server closed what it had to close, and that the server's
+resident memory grew by less than :data:`RSS_GROWTH_LIMIT_KB`.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import cbor2
+import crc32c
+
+from brain.wire.session import HANDSHAKE_TIMEOUT_S
+from tests.integration.conftest import ServerProcess, start_server
+from tests.integration.rawwire import HEADER, RawClient, Reply, frame
+
+HELLO, AUTH, PING = 0x0001, 0x0002, 0x0010
+ENCODE, MEMORY_GET = 0x0020, 0x0027
+ERROR = 0x00FF
+RESPONSE = 0x0080
+
+ANSWER_WITHIN_S: Final = 2.0
+"""Longest the good client may wait for any one answer while the server is under attack."""
+
+RSS_GROWTH_LIMIT_KB: Final = 100 * 1024
+"""Resident memory the server may gain over one test: hostile input must not be buffered."""
+
+IDLE_TIMEOUT_S: Final = 1.5
+"""The idle timeout the tests configure, so that idle closes happen within the test."""
+
+TRICKLE_S: Final = 0.1
+"""Gap between two bytes a slowloris client sends."""
+
+MAX_FRAME: Final = 512 * 1024
+"""A smaller max_frame than the default, so the at-limit frame is quick to send."""
+
+BASE_ENV: Final = {
+    "BRAIN_RETRIEVAL__EMBEDDER": "hashing",
+    "BRAIN_SERVER__IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S),
+    "BRAIN_SERVER__MAX_CONNECTIONS": "20",
+}
+
+
+def _rss_kb(pid: int) -> int:
+    """The process's resident set size in KiB (VmRSS in /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def _connect(server: ServerProcess, timeout: float = 10.0) -> RawClient:
+    """A new connection, closed when the server is stopped whatever the test did."""
+    client = RawClient(server.host, server.wire_port, timeout=timeout)
+    server.clients.append(client)
+    return client
+
+
+def _ready(server: ServerProcess, timeout: float = 10.0) -> RawClient:
+    """A connection that completed HELLO and AUTH."""
+    client = _connect(server, timeout)
+    ok = client.handshake(server.credentials["api_key"])
+    assert ok.opcode == AUTH | RESPONSE, ok
+    return client
+
+
+def _recv_until_closed(sock: socket.socket, within: float) -> tuple[bytes, float | None]:
+    """Read until the server closes; the bytes read and the time of the close (None
+    when it stayed open for ``within`` seconds)."""
+    data = b""
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            return data, time.monotonic()
+        if not chunk:
+            return data, time.monotonic()
+        data += chunk
+    return data, None
+
+
+def _decode_frames(data: bytes) -> list[tuple[int, int, int, Any]]:
+    """(opcode, stream id, flags, body) of every whole frame in ``data``."""
+    frames = []
+    while len(data) >= HEADER:
+        length = int.from_bytes(data[16:19], "big")
+        payload = data[HEADER : HEADER + length]
+        opcode = struct.unpack(">H", data[5:7])[0]
+        stream = struct.unpack(">I", data[12:16])[0]
+        frames.append((opcode, stream, data[7], cbor2.loads(payload) if payload else {}))
+        data = data[HEADER + length :]
+    return frames
+
+
+@dataclass
+class GoodClient:
+    """A well-behaved client in a thread: PING, ENCODE and MEMORY_GET in a loop.
+
+    Records the slowest answer, any failure, and the server's peak RSS.
+    """
+
+    server: ServerProcess
+    rounds: int = 0
+    slowest_s: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    baseline_rss_kb: int = 0
+    peak_rss_kb: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _next_stream: int = 1
+
+    def start(self) -> None:
+        """Connect and authenticate now (so it is the first connection), then loop."""
+        self._client = _ready(self.server, timeout=ANSWER_WITHIN_S)
+        self._round()  # warm up before the baseline: the first write loads things once
+        self.baseline_rss_kb = self.peak_rss_kb = _rss_kb(self.server.process.pid)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and check it never failed or waited too long."""
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=10)
+        assert not self._failures_or_alive(), self.failures
+        assert self.slowest_s < ANSWER_WITHIN_S, self.slowest_s
+        growth = self.peak_rss_kb - self.baseline_rss_kb
+        print(
+            f"good client: {self.rounds} rounds, slowest answer {self.slowest_s * 1000:.0f} ms; "
+            f"server RSS {self.baseline_rss_kb} -> peak {self.peak_rss_kb} KiB (+{growth})"
+        )
+        assert growth < RSS_GROWTH_LIMIT_KB, (
+            f"server RSS grew by {growth} KiB ({self.baseline_rss_kb} -> {self.peak_rss_kb})"
+        )
+
+    def _failures_or_alive(self) -> bool:
+        return bool(self.failures) or (self._thread is not None and self._thread.is_alive())
+
+    def completes_a_round(self) -> None:
+        """Wait until the good client finishes one more whole round from now."""
+        target = self.rounds + 2  # the round in progress may have begun before the attack
+        deadline = time.monotonic() + 3 * ANSWER_WITHIN_S * 2
+        while self.rounds < target and not self.failures and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not self.failures, self.failures
+        assert self.rounds >= target, f"the good client is stuck at round {self.rounds}"
+        self.sample_rss()
+
+    def sample_rss(self) -> None:
+        """Note the server's RSS now (the test calls it at its own high points too)."""
+        self.peak_rss_kb = max(self.peak_rss_kb, _rss_kb(self.server.process.pid))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._round()
+            except Exception as exc:  # any failure ends the loop and fails the test
+                self.failures.append(f"round {self.rounds}: {exc!r}")
+                return
+            self.sample_rss()
+            self._stop.wait(0.05)
+
+    def _ask(self, opcode: int, body: dict[str, Any]) -> Reply:
+        stream = self._next_stream
+        self._next_stream += 2
+        started = time.monotonic()
+        self._client.send(opcode, stream, body)
+        reply = self._client.recv()
+        self.slowest_s = max(self.slowest_s, time.monotonic() - started)
+        assert reply.stream_id == stream and reply.eos, reply
+        assert reply.opcode == opcode | RESPONSE, reply
+        return reply
+
+    def _round(self) -> None:
+        self._ask(PING, {"nonce": self.rounds})
+        text = f"good client round {self.rounds} {os.urandom(4).hex()}"
+        written = self._ask(ENCODE, {"request_id": os.urandom(16), "text": text})
+        read = self._ask(MEMORY_GET, {"id": written.body["memory_id"]})
+        assert read.body["memory"]["text"] == text, read.body
+        self.rounds += 1
+
+
+@contextmanager
+def _hostile(tmp_path: Path, **extra_env: str) -> Iterator[tuple[ServerProcess, GoodClient]]:
+    """A server with small limits (``extra_env`` on top of :data:`BASE_ENV`) and a
+    good client already working against it; the good client is checked at the end."""
+    server = start_server(tmp_path / "data", env={**BASE_ENV, **extra_env})
+    good = GoodClient(server)
+    try:
+        good.start()
+        yield server, good
+        good.stop()
+    finally:
+        server.stop()
+
+
+@dataclass
+class Trickler:
+    """A socket that sends ``data`` one byte every :data:`TRICKLE_S`."""
+
+    sock: socket.socket
+    data: bytes
+    opened: float
+    sent: int = 0
+    last_sent: float = 0.0
+    received: bytes = b""
+    closed_at: float | None = None
+
+
+def _trickle(tricklers: list[Trickler], until: float, good: GoodClient) -> None:
+    """Send one byte per trickler per tick, noting answers and closes, until all are
+    closed or ``until`` (monotonic) passes."""
+    while time.monotonic() < until and any(t.closed_at is None for t in tricklers):
+        open_ones = [t for t in tricklers if t.closed_at is None]
+        readable, _, _ = select.select([t.sock for t in open_ones], [], [], 0)
+        for t in open_ones:
+            if t.sock in readable:
+                try:
+                    chunk = t.sock.recv(65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    t.closed_at = time.monotonic()
+                    continue
+                t.received += chunk
+            if t.sent < len(t.data):
+                try:
+                    t.sock.send(t.data[t.sent : t.sent + 1])
+                except OSError:
+                    t.closed_at = time.monotonic()
+                    continue
+                t.sent += 1
+                t.last_sent = time.monotonic()
+        good.sample_rss()
+        time.sleep(TRICKLE_S)
+
+
+def test_slowloris_is_closed_on_its_timeouts(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _slowloris_is_closed_on_its_timeouts(server, good)
+
+
+def _slowloris_is_closed_on_its_timeouts(server: ServerProcess, good: GoodClient) -> None:
+    # Before the handshake: a PING whose payload would take ~100 s to trickle. The
+    # handshake deadline is absolute, so bytes arriving do not keep it open.
+    ping = frame(PING, 1, cbor2.dumps({"nonce": b"x" * 1000}))
+    early = [Trickler(_connect(server).sock, ping, time.monotonic()) for _ in range(4)]
+    # After the handshake: a whole PING trickled (slow but alive: it is answered),
+    # then half a header and silence, which the idle timeout ends.
+    late = []
+    for _ in range(2):
+        client = _ready(server)
+        data = frame(PING, 1, cbor2.dumps({"nonce": 42})) + frame(PING, 3, b"")[:16]
+        late.append(Trickler(client.sock, data, time.monotonic()))
+    tricklers = early + late
+    _trickle(tricklers, time.monotonic() + HANDSHAKE_TIMEOUT_S + 4, good)
+
+    for t in early:
+        assert t.closed_at is not None, "a slowloris before AUTH outlived the handshake deadline"
+        lived = t.closed_at - t.opened
+        assert HANDSHAKE_TIMEOUT_S - 0.5 < lived < HANDSHAKE_TIMEOUT_S + 2, lived
+        assert t.received == b""  # PING was never complete, so never answered
+    for t in late:
+        assert t.sent == len(t.data)
+        (pong,) = _decode_frames(t.received)
+        assert pong[0] == PING | RESPONSE and pong[1] == 1 and pong[3]["nonce"] == 42
+        assert t.closed_at is not None, "a silent half-frame outlived the idle timeout"
+        silent = t.closed_at - t.last_sent
+        assert IDLE_TIMEOUT_S - 0.3 < silent < IDLE_TIMEOUT_S + 2, silent
+
+
+def test_half_open_connections_are_closed(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _half_open_connections_are_closed(server, good)
+
+
+def _half_open_connections_are_closed(server: ServerProcess, good: GoodClient) -> None:
+    opened = time.monotonic()
+    # TCP only, never a byte.
+    mute = [_connect(server).sock for _ in range(5)]
+    # HELLO answered, then half an AUTH frame and silence.
+    hello_only = []
+    auth = frame(AUTH, 0, cbor2.dumps({"api_key": server.credentials["api_key"]}))
+    for _ in range(3):
+        client = _connect(server)
+        client.send(HELLO, 0, {"client": "hostile/1", "versions": [1]})
+        assert client.recv().opcode == HELLO | RESPONSE
+        client.send_bytes(auth[: HEADER - 12])
+        hello_only.append(client.sock)
+    # Authenticated, then a header and part of its payload, and silence.
+    mid_frame = []
+    for _ in range(3):
+        client = _ready(server)
+        client.send_bytes(frame(PING, 1, cbor2.dumps({"nonce": "y" * 100}))[: HEADER + 10])
+        mid_frame.append(client.sock)
+    silent_since = time.monotonic()
+
+    deadline = opened + HANDSHAKE_TIMEOUT_S + 3
+    for sock in mid_frame:
+        data, closed = _recv_until_closed(sock, deadline - time.monotonic())
+        assert data == b"" and closed is not None, "authenticated half-frame was never closed"
+        assert IDLE_TIMEOUT_S - 0.3 < closed - silent_since < IDLE_TIMEOUT_S + 2
+    good.completes_a_round()
+    for sock in mute + hello_only:
+        data, closed = _recv_until_closed(sock, deadline - time.monotonic())
+        assert data == b"" and closed is not None, "half-open connection outlived the handshake"
+        assert closed - opened > HANDSHAKE_TIMEOUT_S - 0.5
+        sock.close()
+
+
+def test_connection_flood_is_refused_then_recovers(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _connection_flood_is_refused_then_recovers(server, good)
+
+
+def _connection_flood_is_refused_then_recovers(server: ServerProcess, good: GoodClient) -> None:
+    limit = int(BASE_ENV["BRAIN_SERVER__MAX_CONNECTIONS"])
+    # The good client holds one slot; fill the rest with live connections.
+    holders = [_connect(server) for _ in range(limit - 1)]
+    for n, holder in enumerate(holders):
+        holder.send(PING, 1, {"nonce": n})  # answered only once the server counts it
+        assert holder.recv().opcode == PING | RESPONSE
+    flood = [_connect(server).sock for _ in range(100)]
+    good.completes_a_round()
+    for sock in flood:
+        data, closed = _recv_until_closed(sock, 5.0)
+        assert closed is not None, "a connection past max_connections was left open"
+        ((opcode, stream, flags, body),) = _decode_frames(data)
+        assert (opcode, stream, flags & 0x80) == (ERROR, 0, 0x80), (opcode, stream, flags)
+        assert body["name"] == "OVERLOADED" and body["retryable"] is True, body
+        assert body["retry_after_ms"] > 0
+        sock.close()
+    for n, holder in enumerate(holders):  # the admitted ones were never disturbed
+        holder.send(PING, 3, {"nonce": n})
+        assert holder.recv().body["nonce"] == n
+        holder.close()
+
+    # The slots free up as the server sees the holders leave.
+    deadline = time.monotonic() + 5
+    while True:
+        late = _connect(server)
+        late.send(PING, 1, {"nonce": "late"})
+        reply = late.recv()
+        late.close()
+        if reply.opcode == PING | RESPONSE or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert reply.opcode == PING | RESPONSE, reply
+    again = _ready(server)
+    again.send(PING, 1, {})
+    assert again.recv().opcode == PING | RESPONSE
+
+
+def test_frames_at_and_past_max_frame(tmp_path: Path) -> None:
+    with _hostile(tmp_path, BRAIN_SERVER__MAX_FRAME=str(MAX_FRAME)) as (server, good):
+        _frames_at_and_past_max_frame(server, good)
+
+
+def _frames_at_and_past_max_frame(server: ServerProcess, good: GoodClient) -> None:
+    client = _ready(server)
+    # Exactly max_frame: an ENCODE whose text fills the frame.
+    body = {"request_id": os.urandom(16), "text": "the at-limit frame " + "z" * MAX_FRAME}
+    body["text"] = body["text"][: len(body["text"]) - (len(cbor2.dumps(body)) - MAX_FRAME)]
+    payload = cbor2.dumps(body)
+    assert len(payload) == MAX_FRAME
+    client.send(ENCODE, 1, raw=payload)
+    written = client.recv()
+    assert written.opcode == ENCODE | RESPONSE and written.stream_id == 1, written
+    client.send(MEMORY_GET, 3, {"id": written.body["memory_id"]})
+    assert len(client.recv().body["memory"]["text"]) == len(body["text"])
+    good.completes_a_round()
+
+    # One past max_frame, and the largest length a header can claim: only the header
+    # is sent, so an answer at all proves the server refused before reading a payload.
+    for claimed in (MAX_FRAME + 1, (1 << 24) - 1):
+        hostile_client = _ready(server)
+        header = bytearray(frame(PING, 1, b"\x00"))[:HEADER]
+        header[16:19] = claimed.to_bytes(3, "big")
+        header[8:12] = b"\x00" * 4
+        header[8:12] = _header_crc(bytes(header)).to_bytes(4, "big")
+        started = time.monotonic()
+        hostile_client.send_bytes(bytes(header))
+        data, closed = _recv_until_closed(hostile_client.sock, ANSWER_WITHIN_S)
+        assert closed is not None and closed - started < ANSWER_WITHIN_S
+        ((opcode, stream, _flags, error),) = _decode_frames(data)
+        assert (opcode, stream, error["name"]) == (ERROR, 0, "FRAME_TOO_LARGE"), error
+        good.completes_a_round()
+    # The connection that sent the at-limit frame is still fine.
+    client.send(PING, 5, {"nonce": 1})
+    assert client.recv().body["nonce"] == 1
+
+
+def _header_crc(header: bytes) -> int:
+    return int(crc32c.crc32c(header[:8] + header[12:32]))
+
+
+def _nonce(item: bytes) -> bytes:
+    """A PING payload ``{"nonce": <item>}`` with ``item`` given as raw CBOR."""
+    return b"\xa1\x65nonce" + item
+
+
+def _by_id(item: bytes) -> bytes:
+    """A MEMORY_GET payload ``{"id": <item>}`` with ``item`` given as raw CBOR."""
+    return b"\xa1\x62id" + item
+
+
+CBOR_BOMBS: Final = {
+    "deep definite arrays": b"\x81" * 100_000 + b"\x00",
+    "deep indefinite arrays": b"\x9f" * 100_000,
+    "deep maps": b"\xa1\x61a" * 50_000 + b"\x00",
+    "deep tags": b"\xc6" * 100_000 + b"\x00",
+    "array of 2^32 items": b"\x9b" + (1 << 32).to_bytes(8, "big") + b"\x00\x00",
+    "array of 2^64-1 items": b"\x9b" + b"\xff" * 8 + b"\x00",
+    "array of 99,999 items, none sent": b"\x9a" + (99_999).to_bytes(4, "big"),
+    "map of 2^32 pairs": b"\xbb" + (1 << 32).to_bytes(8, "big") + b"\x61a\x00",
+    "bytes of 2^32": b"\x5b" + (1 << 32).to_bytes(8, "big") + b"abc",
+    "text of 2^40": b"\x7b" + (1 << 40).to_bytes(8, "big") + b"abc",
+    "text of 2^32-1": b"\x7a" + b"\xff" * 4 + b"abc",
+}
+
+
+def test_cbor_bombs_are_refused_quickly(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _cbor_bombs_are_refused_quickly(server, good)
+
+
+def _cbor_bombs_are_refused_quickly(server: ServerProcess, good: GoodClient) -> None:
+    before_hello = _connect(server, ANSWER_WITHIN_S)
+    ready = _ready(server, timeout=ANSWER_WITHIN_S)
+    stream = 1
+    for name, item in CBOR_BOMBS.items():
+        cases = [(before_hello, PING, _nonce(item)), (ready, PING, _nonce(item))]
+        cases.append((ready, MEMORY_GET, _by_id(item)))
+        for client, opcode, payload in cases:
+            started = time.monotonic()
+            client.send(opcode, stream, raw=payload)
+            reply = client.recv()
+            took = time.monotonic() - started
+            assert took < ANSWER_WITHIN_S, (name, took)
+            assert reply.opcode == ERROR and reply.stream_id == stream, (name, reply)
+            assert reply.error_name == "INVALID_ARGUMENT", (name, reply.body)
+            stream += 2
+        good.completes_a_round()
+    for client in (before_hello, ready):  # refusals on a stream leave the connection open
+        client.send(PING, stream, {"nonce": "still here"})
+        assert client.recv().body["nonce"] == "still here"
+
+
+def test_ten_thousand_pipelined_streams(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _ten_thousand_pipelined_streams(server, good)
+
+
+def _ten_thousand_pipelined_streams(server: ServerProcess, good: GoodClient) -> None:
+    client = _connect(server, ANSWER_WITHIN_S * 5)
+    server.clients.append(client)
+    client.send(HELLO, 0, {"client": "hostile/1", "versions": [1]})
+    max_streams = client.recv().body["max_streams"]
+    client.send(AUTH, 0, {"api_key": server.credentials["api_key"]})
+    assert client.recv().opcode == AUTH | RESPONSE
+    count = 10_000
+    streams = [2 * n + 1 for n in range(count)]
+    # Reads of ids that do not exist: cheap, and each one is a data request that
+    # takes a place in max_streams until it is answered.
+    burst = b"".join(frame(MEMORY_GET, sid, cbor2.dumps({"id": os.urandom(16)})) for sid in streams)
+    sender = threading.Thread(target=client.send_bytes, args=(burst,), daemon=True)
+    started = time.monotonic()
+    sender.start()
+    answers: dict[int, Reply] = {}
+    for _ in range(count):
+        reply = client.recv()
+        assert reply.stream_id not in answers, f"stream {reply.stream_id} answered twice"
+        assert reply.eos, reply
+        answers[reply.stream_id] = reply
+    took = time.monotonic() - started
+    sender.join(timeout=5)
+    good.completes_a_round()
+    assert sorted(answers) == streams
+    names = [r.error_name for r in answers.values()]
+    assert set(names) <= {"NOT_FOUND", "STREAM_LIMIT"}, set(names)
+    limited = names.count("STREAM_LIMIT")
+    assert 0 < limited < count, (limited, max_streams)
+    assert all(r.body["retryable"] for r in answers.values() if r.error_name == "STREAM_LIMIT")
+    assert took < 30, took
+    # Nothing left over, and the connection still serves.
+    client.send(PING, 2 * count + 1, {"nonce": "after"})
+    last = client.recv()
+    assert (last.opcode, last.body["nonce"]) == (PING | RESPONSE, "after"), last
+    print(f"10,000 streams in {took:.2f} s; {limited} STREAM_LIMIT (max_streams {max_streams})")
