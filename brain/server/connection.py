@@ -85,20 +85,29 @@ class Connection:
     async def serve(self) -> None:
         """Run until the peer leaves, the protocol closes the connection, or a timeout."""
         started = self._clock()
+        frame_started: float | None = None
         try:
             while not self._closing:
-                timeout = self._read_timeout(started)
+                timeout = self._read_timeout(started, frame_started)
                 try:
                     data = await asyncio.wait_for(self._reader.read(READ_CHUNK), timeout)
                 except TimeoutError:
                     reason = (
-                        "handshake timeout" if not self._session.handshake_done else "idle timeout"
+                        "handshake timeout"
+                        if not self._session.handshake_done
+                        else "frame not completed in time"
+                        if frame_started is not None
+                        else "idle timeout"
                     )
                     log.info("closing %s: %s", self._peer, reason)
                     break
                 if not data:
                     break
                 await self._act(self._session.receive_data(data))
+                if not self._session.mid_frame:
+                    frame_started = None
+                elif frame_started is None:
+                    frame_started = self._clock()
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s dropped: %s", self._peer, exc)
         except Exception:
@@ -110,9 +119,14 @@ class Connection:
         finally:
             await self._shutdown()
 
-    def _read_timeout(self, started: float) -> float | None:
+    def _read_timeout(self, started: float, frame_started: float | None) -> float | None:
+        now = self._clock()
         if not self._session.handshake_done:
-            return max(0.0, started + HANDSHAKE_TIMEOUT_S - self._clock())
+            return max(0.0, started + HANDSHAKE_TIMEOUT_S - now)
+        if frame_started is not None:
+            # A frame must arrive whole within the idle timeout of its first byte: a
+            # client trickling bytes is not idle by the byte, but it holds a slot.
+            return max(0.0, frame_started + self._idle_timeout_s - now)
         if self._tasks:
             return None  # work in flight: the client is waiting on us, not idle
         return self._idle_timeout_s

@@ -142,6 +142,11 @@ class FrameReader:
         """Bytes received but not yet part of a returned frame."""
         return len(self._buffer)
 
+    @property
+    def mid_frame(self) -> bool:
+        """True while part of a frame has arrived and the rest has not."""
+        return bool(self._buffer) or self._header is not None
+
     def feed(self, data: bytes) -> list[Frame]:
         """Add received bytes; return every frame they complete, in order."""
         self._buffer += data

@@ -208,6 +208,11 @@ class ServerSession:
     # --- inspection -------------------------------------------------------------------
 
     @property
+    def mid_frame(self) -> bool:
+        """True while the peer has sent part of a frame and not the rest."""
+        return self._reader.mid_frame
+
+    @property
     def in_flight(self) -> frozenset[int]:
         """Stream ids whose answers have not ended yet."""
         return frozenset(self._in_flight)

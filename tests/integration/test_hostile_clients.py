@@ -508,3 +508,26 @@ def _ten_thousand_pipelined_streams(server: ServerProcess, good: GoodClient) -> 
     last = client.recv()
     assert (last.opcode, last.body["nonce"]) == (PING | RESPONSE, "after"), last
     print(f"10,000 streams in {took:.2f} s; {limited} STREAM_LIMIT (max_streams {max_streams})")
+
+
+def test_a_logged_in_client_trickling_one_frame_is_closed(tmp_path: Path) -> None:
+    """Each byte is within the idle timeout of the last, but the frame never ends: a
+    frame must arrive whole within the idle timeout of its first byte."""
+    with _hostile(tmp_path) as (server, good):
+        client = _ready(server)
+        payload = cbor2.dumps({"nonce": "x" * 200})
+        data = frame(0x0010, 1, payload)
+        started = time.monotonic()
+        closed_at = None
+        for byte in data[:-1]:
+            try:
+                client.sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed_at = time.monotonic()
+                break
+            _, closed_at = _recv_until_closed(client.sock, 0.5)  # under the 1.5 s idle timeout
+            if closed_at is not None:
+                break
+        assert closed_at is not None, "a frame trickled for ever kept its connection"
+        assert closed_at - started < 6.0
+        good.completes_a_round()
