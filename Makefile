@@ -18,7 +18,7 @@ JS_CLIENT := protocol/clients/js
 help:
 	@echo "make serve   start the server (wire 9090, public 9091, admin 9092, data ./brain-data)"
 	@echo "make test    lint (ruff, mypy --strict) and run the whole test suite"
-	@echo "make fuzz    run the wire fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
+	@echo "make fuzz    run the wire, payload and WAL fuzzers for FUZZ_SECONDS each (default $(FUZZ_SECONDS))"
 	@echo "make bless   regenerate the golden byte vectors in protocol/vectors/"
 
 $(BIN)/python:
@@ -61,6 +61,8 @@ js: $(DEV_STAMP)
 
 fuzz: $(DEV_STAMP)
 	$(BIN)/python fuzz/fuzz_wire.py -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/wire
+	$(BIN)/python fuzz/fuzz_payloads.py -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/payloads
+	$(BIN)/python fuzz/fuzz_wal.py -max_total_time=$(FUZZ_SECONDS) fuzz/corpus/wal
 
 bless: $(DEV_STAMP)
 	$(BIN)/python -m protocol.bless

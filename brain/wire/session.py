@@ -78,12 +78,18 @@ __all__ = [
     "DEFAULT_MAX_STREAMS",
     "Event",
     "Outgoing",
+    "PRE_AUTH_MAX_FRAME",
     "Principal",
     "RequestReceived",
     "ServerSession",
     "SessionState",
     "encode_error_frame",
 ]
+
+PRE_AUTH_MAX_FRAME: Final = 64 * 1024
+"""Largest payload accepted before AUTH succeeds: HELLO, AUTH and PING need a few
+hundred bytes, and an unauthenticated connection must not make the server buffer
+megabytes (a thousand such connections would hold gigabytes)."""
 
 SUPPORTED_VERSIONS: Final = frozenset({1})
 
@@ -199,7 +205,9 @@ class ServerSession:
         self.max_frame = max_frame
         self.max_streams = max_streams
         self._clock = clock
-        self._reader = FrameReader(max_frame)
+        # Until AUTH succeeds a peer is nobody: it may not make the server hold more
+        # than a handshake's worth of bytes for it.
+        self._reader = FrameReader(min(max_frame, PRE_AUTH_MAX_FRAME))
         self._in_flight: set[int] = set()
         self._bye_stream: int | None = None
         self.state = SessionState.AWAITING_HELLO
@@ -384,6 +392,7 @@ class ServerSession:
             return []
         self.state = SessionState.READY
         self.principal = principal
+        self._reader.max_frame = self.max_frame
         self._label = Opcode.AUTH.name
         self._note("ok")
         ok = AuthOk(

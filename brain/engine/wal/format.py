@@ -277,6 +277,8 @@ def _all_zero(data: bytes, start: int) -> bool:
 
 def _following_record(data: bytes, after: int, lsn: int, path: Path | str) -> int | None:
     """The offset of a whole, valid record with LSN ``lsn`` starting at or after ``after``."""
+    if not 1 <= lsn <= MAX_LSN:
+        return None  # past the last LSN there can be no record at all
     needle = lsn.to_bytes(8, "big")
     at = data.find(needle, after + _LSN_FIELD_OFFSET)
     while at != -1:
