@@ -217,6 +217,9 @@ def check_indexes(data_dir: Path) -> list[str]:
 
     problems: list[str] = []
     with brain.open(data_dir, DatabaseOptions(embedder="hashing")) as db:
+        # First let the indexer take in what the killed server left queued, then
+        # compare one snapshot with the indexes as they then are.
+        assert db.wait_indexed(60)
         store = db._store
         with store.read() as txn:
             memories = {
@@ -246,7 +249,6 @@ def check_indexes(data_dir: Path) -> list[str]:
             )
         if embedded - documents:
             problems.append(f"{len(embedded - documents)} vectors of documents that are gone")
-        assert db.wait_indexed(60)
         for prefix, wanted in labels.items():
             held = db.retrieval.indexes._scopes.get(prefix)
             have = set() if held is None else held.labels
