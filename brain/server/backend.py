@@ -32,6 +32,13 @@ READ_THREADS: Final = 8
 """Threads for read transactions: LMDB reads scale across threads, and a few
 more than the cores keep the pool busy while some wait on page faults."""
 
+RECALL_THREADS: Final = 4
+"""Threads for RECALL and EXPLAIN, apart from the other reads: a recall costs
+milliseconds of Python, a MEMORY_GET microseconds, and in one queue the cheap
+reads would wait behind every recall ahead of them."""
+
+_RECALLS: Final = frozenset({Opcode.RECALL, Opcode.EXPLAIN})
+
 CHANGE_BATCH: Final = 1024
 """Change-log entries a subscription reads at a time: a replay from LSN 1 streams in
 steps this size, and nothing more is held for a subscriber than one step."""
@@ -88,6 +95,7 @@ class EngineBackend:
     def __init__(self, database: Database) -> None:
         self.database = database
         self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="brain-read")
+        self._recallers = ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="brain-recall")
 
     async def execute(
         self, principal: Principal, opcode: Opcode, request: Message
@@ -106,8 +114,9 @@ class EngineBackend:
             )
             return RawAnswer(await asyncio.wrap_future(future))
         loop = asyncio.get_running_loop()
+        pool = self._recallers if opcode in _RECALLS else self._readers
         return await loop.run_in_executor(
-            self._readers, db.read, principal.namespace, opcode, request, principal.session_id
+            pool, db.read, principal.namespace, opcode, request, principal.session_id
         )
 
     def connection_closed(self, principal: Principal) -> None:
@@ -176,6 +185,7 @@ class EngineBackend:
     async def close(self) -> None:
         """Stop the read pool, then close the database (checkpointing it)."""
         self._readers.shutdown(wait=True)
+        self._recallers.shutdown(wait=True)
         await asyncio.to_thread(self.database.close)
 
 
