@@ -199,6 +199,12 @@ class Server:
 
 async def run_server(config: Config) -> None:
     """Run a server until SIGINT or SIGTERM, then stop it cleanly."""
+    # Handlers go in before the "serving" line is printed: a supervisor that
+    # reads that line and signals at once must get a clean stop, not death.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     server = Server(config)
     await server.start()
     if server.credentials_path is not None:
@@ -210,10 +216,6 @@ async def run_server(config: Config) -> None:
         f"data in {config.data_path}",
         flush=True,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
