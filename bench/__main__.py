@@ -1,12 +1,25 @@
-"""Run a benchmark suite: ``python -m bench <suite> [options]``."""
+"""Run a benchmark suite: ``python -m bench <suite> [--quick] [options]``."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Final
 
-from bench import ingest, quality
-
-SUITES = {"ingest": ingest.main, "quality": quality.main}
+SUITES: Final = {
+    "ingest": "bench.ingest",
+    "point": "bench.point",
+    "recall": "bench.recall",
+    "semantic": "bench.semantic",
+    "lexical": "bench.lexical",
+    "embed": "bench.embed",
+    "scale": "bench.scale",
+    "quality": "bench.quality",
+    "durability": "bench.durability",
+    "report": "bench.report",
+}
+"""Every suite of BENCHMARKS.md (and ``report``, which turns results into tables and
+plots), by the module whose ``main(argv)`` runs it; imported only when asked for."""
 
 
 def main(argv: list[str]) -> int:
@@ -14,7 +27,9 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in SUITES:
         print(f"usage: python -m bench {{{','.join(SUITES)}}} [--quick] [options]", file=sys.stderr)
         return 2
-    return SUITES[argv[0]](argv[1:])
+    module = importlib.import_module(SUITES[argv[0]])
+    code: int = module.main(argv[1:])
+    return code
 
 
 if __name__ == "__main__":
