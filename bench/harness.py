@@ -29,6 +29,7 @@ __all__ = [
     "machine",
     "parser",
     "ratios",
+    "row",
     "rss_mb",
     "save",
 ]
@@ -106,6 +107,34 @@ class Goal:
         """The goal, the measured ratio and whether it was met."""
         met = ratio >= self.bound if self.at_least else ratio <= self.bound
         return {"goal": self.text, "ratio": round(ratio, 3), "met": met}
+
+
+def row(
+    what: str,
+    unit: str,
+    ours: float,
+    *,
+    peer: float | None = None,
+    peer_name: str | None = None,
+    ratio: float | None = None,
+    goal: Goal | None = None,
+) -> dict[str, object]:
+    """One line of the results table (``bench/results/SUMMARY.md``, the README).
+
+    Every suite's JSON carries a ``"summary"`` list of these rows: what was
+    measured, our figure, the peer's (when there is one), their ratio (the
+    median of per-pair ratios, ours over theirs) and the goal it is held to."""
+    out: dict[str, object] = {"what": what, "unit": unit, "ours": round(ours, 3)}
+    if peer is not None:
+        out["peer"] = round(peer, 3)
+        out["peer_name"] = peer_name
+    if ratio is not None:
+        out["ratio"] = round(ratio, 3)
+        if goal is not None:
+            out.update(goal.check(ratio))
+    elif goal is not None:
+        raise ValueError("a goal is checked against a ratio")
+    return out
 
 
 def ratios(
