@@ -388,3 +388,71 @@ def test_module_limits_are_the_wire_limits() -> None:
         100_000,
         1024 * 1024,
     )
+
+
+# --- the fast path for plain data --------------------------------------------------------
+
+
+def strict(data: bytes) -> object:
+    """What the strict decoder alone answers (the reference for the fast path)."""
+    decoder = cbor._Decoder(data)
+    value = decoder.item(1)
+    if decoder.pos != decoder.end:
+        raise InvalidArgument("trailing bytes")
+    return value
+
+
+def outcome(run: Any, data: bytes) -> tuple[str, object]:
+    try:
+        return "value", run(data)
+    except InvalidArgument:
+        return "error", None
+
+
+def agree(data: bytes) -> None:
+    fast_kind, fast_value = outcome(decode, data)
+    strict_kind, strict_value = outcome(strict, data)
+    assert fast_kind == strict_kind, data.hex()
+    if fast_kind == "value":
+        assert same(fast_value, strict_value), data.hex()
+        assert type(fast_value) is type(strict_value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.data())
+def test_fast_path_answers_what_the_strict_decoder_answers(value: object, data: Any) -> None:
+    encoded = encode(value)
+    agree(encoded)
+    # The same bytes cut short, with a byte changed, or with bytes after them.
+    if encoded:
+        cut = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+        agree(encoded[:cut])
+        flipped = bytearray(encoded)
+        flipped[cut] = data.draw(st.integers(min_value=0, max_value=255))
+        agree(bytes(flipped))
+    agree(encoded + b"\x00")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=64))
+def test_fast_path_agrees_on_arbitrary_bytes(data: bytes) -> None:
+    agree(data)
+
+
+@pytest.mark.parametrize(
+    "hex_input",
+    [
+        "a2616101616102",  # repeated text key: strict names it
+        "a1016161",  # integer key: left to the strict decoder
+        "c11a514b67b0",  # a tag
+        "f7",  # undefined
+        "e0",  # a simple value
+        "9f01ff",  # indefinite array
+        "7f616161ff",  # indefinite text
+        "62c328",  # invalid UTF-8
+        "1c",  # reserved additional information
+        "f818",  # two-byte simple value below 32
+    ],
+)
+def test_fast_path_hands_everything_else_to_the_strict_decoder(hex_input: str) -> None:
+    agree(bytes.fromhex(hex_input))
