@@ -182,7 +182,12 @@ def _filters(request: Recall) -> Filters:
     )
 
 
-def _run(ctx: ReadContext, scope: Scope, request: Recall) -> _Run:
+def _run(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) -> _Run:
+    """Search, fuse and filter. Without ``account`` (a RECALL that asks for no
+    explanation) the filter chain stops at the ``top_k``-th survivor: each
+    candidate is judged on its own, in fused order, so the hits are the same,
+    but the rows after the last hit need not be read (SEMANTICS.md §6 counts
+    them only for EXPLAIN); ``survivors`` then covers only the rows judged."""
     started = time.perf_counter()
     if request.as_of is not None and request.as_of > ctx.now:
         raise AsOfInFuture(
@@ -259,6 +264,8 @@ def _run(ctx: ReadContext, scope: Scope, request: Recall) -> _Run:
         if verdict.kept:
             kept.append(candidate)
             restored += int(verdict.restored)
+            if not account and len(kept) == top_k:
+                break
     filter_us = _us(clock)
 
     def surviving(step: Step) -> int:
@@ -351,7 +358,7 @@ def _hit(ctx: ReadContext, scope: Scope, request: Recall, candidate: _Candidate)
 def read_recall(ctx: ReadContext, scope: Scope, request: Recall) -> RecallOk:
     """RECALL: the hits, whether the answer abstains, what was searched, and on request
     the account of how."""
-    run = _run(ctx, scope, request)
+    run = _run(ctx, scope, request, account=bool(request.explain))
     hits = tuple(_hit(ctx, scope, request, c) for c in run.hits)
     return RecallOk(
         hits=hits,
@@ -363,7 +370,7 @@ def read_recall(ctx: ReadContext, scope: Scope, request: Recall) -> RecallOk:
 
 def read_explain(ctx: ReadContext, scope: Scope, request: ExplainRequest) -> ExplainOk:
     """EXPLAIN: RECALL's account, and its hits without their records."""
-    run = _run(ctx, scope, request)
+    run = _run(ctx, scope, request, account=True)
     hits = tuple(
         RankedHit(
             record="memory" if c.key[:1] == MEMORY_DOC else "statement",

@@ -258,6 +258,13 @@ def test_explain_counts_every_step(db: Database) -> None:
     )
     assert same.explain is not None and same.explain.survivors == s
     assert [h.id for h in same.hits] == [h.id for h in answer.hits]
+    # Without an explanation the chain stops at the second survivor: same hits.
+    for top_k in (1, 2, 3, 4, 5):
+        full = recall(db, "quasar", arms=LEXICAL, as_of=as_of, top_k=top_k, explain=True)
+        short = recall(db, "quasar", arms=LEXICAL, as_of=as_of, top_k=top_k)
+        assert short.explain is None
+        assert [(h.id, h.score) for h in short.hits] == [(h.id, h.score) for h in full.hits]
+        assert short.abstained == full.abstained and short.coverage == full.coverage
 
 
 def test_truth_table_through_recall(db: Database) -> None:
