@@ -57,6 +57,8 @@ def machine() -> dict[str, object]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # Other work on the machine shows here; ratios from alternating turns hold anyway.
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -106,7 +108,13 @@ class Goal:
     def check(self, ratio: float) -> dict[str, object]:
         """The goal, the measured ratio and whether it was met."""
         met = ratio >= self.bound if self.at_least else ratio <= self.bound
-        return {"goal": self.text, "ratio": round(ratio, 3), "met": met}
+        return {
+            "goal": self.text,
+            "ratio": round(ratio, 3),
+            "bound": self.bound,
+            "at_least": self.at_least,
+            "met": met,
+        }
 
 
 def row(
