@@ -127,24 +127,29 @@ def search(
     terms = list(dict.fromkeys(tokenize(cue)))[:MAX_QUERY_TERMS]
     scores: dict[bytes, float] = {}
     cursor = txn.cursor(db=store.table(POSTINGS))
+    # The per-posting loop is the cost of a search: it keeps to slicing and
+    # local arithmetic, and the length norm of each posting is one multiply-add.
+    base = K1 * (1.0 - B)
+    per_length = K1 * B / average
+    start = len(scope.key()) + TERM_HASH_BYTES
+    end = start + DOC_KEY_BYTES
     for term in terms:
         prefix = scope.key(_term_hash(term))
-        postings: list[tuple[bytes, int, int]] = []
+        postings: list[tuple[bytes, bytes | memoryview]] = []
         if cursor.set_range(prefix):
-            for raw_key, raw_value in cursor:
-                raw = bytes(raw_key)
-                if not raw.startswith(prefix):
+            for raw_key, raw_value in cursor.iternext():
+                if raw_key[:start] != prefix:
                     break
-                tail = raw[len(prefix) :]
-                if len(tail) != DOC_KEY_BYTES:
-                    continue
-                value = bytes(raw_value)
-                postings.append((tail, int.from_bytes(value[:_U32]), int.from_bytes(value[_U32:])))
+                if len(raw_key) == end:
+                    postings.append((bytes(raw_key[start:]), raw_value))
         df = len(postings)
         if not df:
             continue
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
-        for key, tf, length in postings:
-            norm = tf + K1 * (1.0 - B + B * length / average)
-            scores[key] = scores.get(key, 0.0) + idf * tf * (K1 + 1.0) / norm
+        lift = idf * (K1 + 1.0)
+        get = scores.get
+        for key, value in postings:
+            tf = int.from_bytes(value[:_U32])
+            norm = tf + base + per_length * int.from_bytes(value[_U32:])
+            scores[key] = get(key, 0.0) + lift * tf / norm
     return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
