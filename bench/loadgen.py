@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import multiprocessing
+import queue
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from typing import Any, Final, Protocol
 from bench.histogram import Histogram
 
 __all__ = ["JOIN_GRACE_S", "LoadFailed", "LoadResult", "Session", "run_load"]
+
+REPORT_POLL_S: Final = 1.0
+"""How often the parent, waiting for reports, checks that its processes are alive."""
 
 JOIN_GRACE_S: Final = 120.0
 """How long after the deadline a generator process may take to report (slow closes)."""
@@ -138,6 +142,22 @@ def _child(job: _Assignment, out: Any) -> None:
         out.put(exc)
 
 
+def _next_report(out: Any, children: list[Any], deadline: float) -> Any:
+    """The next report from a generator process; a process that died without
+    reporting (it could not even import, say) fails the run at once."""
+    while True:
+        try:
+            return out.get(timeout=REPORT_POLL_S)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                raise LoadFailed("the load processes did not report in time") from None
+            dead = [c for c in children if not c.is_alive() and c.exitcode not in (0, None)]
+            if dead:
+                raise LoadFailed(
+                    f"a load process exited with code {dead[0].exitcode} before reporting"
+                ) from None
+
+
 def run_load(
     ref: str,
     params: Mapping[str, Any],
@@ -171,9 +191,10 @@ def run_load(
     operations = errors = 0
     cpu = 0.0
     first_error: str | None = None
+    deadline = time.monotonic() + warmup_s + seconds + JOIN_GRACE_S
     try:
         for _ in children:
-            got = out.get(timeout=warmup_s + seconds + JOIN_GRACE_S)
+            got = _next_report(out, children, deadline)
             if isinstance(got, BaseException):
                 raise LoadFailed(f"a load process failed: {got!r}") from got
             ops, errs, hist_dict, err, child_cpu = got
