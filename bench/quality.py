@@ -14,6 +14,18 @@ Hits are mapped back to Cranfield document ids and scored with
 documents). The goal (BENCHMARKS.md) is *hybrid ≥ best single arm*, on each
 metric; whether it holds is written down either way.
 
+The reference peer is bm25s, set up as its documentation shows: its own
+tokenizer with English stop words and the Snowball English stemmer
+(PyStemmer), and its default scorer (``method="lucene"``, ``k1`` 1.5, ``b``
+0.75). It indexes the same stored texts (one per memory) and answers each
+query with its top :data:`TOP_K` (documents scoring 0 left out: they share no
+term with the query); its hits are mapped back to Cranfield ids and scored
+exactly like a mode. It runs after the database is closed, so the two never
+share the cores. Its scores sit next to the modes' in ``peers`` and in the
+``summary`` rows; the goal stays *hybrid ≥ best single arm* (BENCHMARKS.md).
+The lexical suite checks that our BM25 and bm25s's agree when both are given
+the same tokens; here bm25s tokenizes the way its users would.
+
 Documents with empty text (471 and 995) are not stored: they are listed as
 skipped, and a judgement that names one stays in the query's gains, so it counts
 as a relevant document that no mode can find. ENCODE stores a text once per
@@ -36,6 +48,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
+import importlib.metadata
 import json
 import math
 import os
@@ -45,15 +59,19 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import brain
-from bench import cranfield, metrics
+from bench import cranfield, harness, metrics
 from brain.engine.database import Database, DatabaseOptions
 from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
+
+# Untyped third-party modules, loaded by name so that mypy --strict needs no ignore.
+bm25s: Any = importlib.import_module("bm25s")
+Stemmer: Any = importlib.import_module("Stemmer")
 
 __all__ = [
     "EMBEDDER",
@@ -67,6 +85,7 @@ __all__ = [
     "load_corpus",
     "main",
     "run_mode",
+    "run_peer",
     "select_quick",
 ]
 
@@ -120,6 +139,18 @@ MODES: Final[Mapping[str, ArmWeights | None]] = {
 
 SINGLE_ARMS: Final = ("lexical", "semantic")
 """The modes the hybrid is measured against."""
+
+PEER: Final = "bm25s"
+"""The reference system of BENCHMARKS.md's quality row."""
+
+PEER_STOPWORDS: Final = "en"
+"""bm25s's English stop-word list, as its documentation's examples use."""
+
+PEER_STEMMER: Final = "english"
+"""The Snowball stemmer bm25s's documentation pairs it with (PyStemmer)."""
+
+METRICS: Final = (("ndcg_at_10", "nDCG@10"), ("recall_at_100", "recall@100"))
+"""Each scored metric's JSON key and its name in the summary rows."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -276,6 +307,71 @@ def run_mode(
     return ModeResult(ndcg=ndcg, recall=recall, latencies_s=tuple(latencies), empty_answers=empty)
 
 
+def run_peer(
+    documents: Sequence[cranfield.Document],
+    queries: Sequence[cranfield.Query],
+    judgements: Mapping[int, Mapping[int, int]],
+    corpus: Corpus,
+) -> tuple[ModeResult, dict[str, object]]:
+    """Index the stored texts with bm25s, ask every query, score it like a mode.
+
+    One text per memory (the text of its first document), so the peer sees the
+    corpus the database holds; a hit maps to every document of its memory, as
+    :func:`_ranked_doc_ids` does. Each query's time covers tokenizing it and
+    ``retrieve``. Returns the scores and how the peer was set up."""
+    text_of = {doc.doc_id: doc.text for doc in documents}
+    memories = list(corpus.docs_by_memory)
+    texts = [text_of[corpus.docs_by_memory[memory][0]] for memory in memories]
+    stemmer = Stemmer.Stemmer(PEER_STEMMER)
+    started = time.perf_counter()
+    tokens = bm25s.tokenize(texts, stopwords=PEER_STOPWORDS, stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(tokens, show_progress=False)
+    index_s = time.perf_counter() - started
+    depth = min(TOP_K, len(memories))
+    ndcg: dict[int, float] = {}
+    recall: dict[int, float] = {}
+    latencies: list[float] = []
+    empty = 0
+    for query in queries:
+        started = time.perf_counter()
+        asked = bm25s.tokenize(
+            query.text, stopwords=PEER_STOPWORDS, stemmer=stemmer, show_progress=False
+        )
+        found, scores = retriever.retrieve(asked, k=depth, show_progress=False)
+        latencies.append(time.perf_counter() - started)
+        ranked: list[int] = []
+        seen: set[int] = set()
+        for index, score in zip(found[0], scores[0], strict=True):
+            if score <= 0.0:
+                continue
+            fresh = [d for d in corpus.docs_by_memory[memories[int(index)]] if d not in seen]
+            seen.update(fresh)
+            ranked.extend(fresh)
+        empty += not ranked
+        gains = judgements.get(query.query_id, {})
+        if not metrics.has_relevant(gains):
+            continue
+        relevant = [doc for doc, gain in gains.items() if gain > 0]
+        ndcg[query.query_id] = metrics.ndcg_at_k(ranked, gains, metrics.NDCG_DEPTH)
+        recall[query.query_id] = metrics.recall_at_k(ranked, relevant, metrics.RECALL_DEPTH)
+    config: dict[str, object] = {
+        "name": PEER,
+        "version": importlib.metadata.version("bm25s"),
+        "tokenizer": f"bm25s.tokenize, stopwords={PEER_STOPWORDS!r}, PyStemmer {PEER_STEMMER!r}",
+        "method": retriever.method,
+        "idf_method": retriever.idf_method,
+        "k1": retriever.k1,
+        "b": retriever.b,
+        "backend": retriever.backend,
+        "top_k": depth,
+        "zero_scores": "left out",
+        "index_seconds": round(index_s, 3),
+    }
+    result = ModeResult(ndcg=ndcg, recall=recall, latencies_s=tuple(latencies), empty_answers=empty)
+    return result, config
+
+
 def _percentile_ms(samples: Sequence[float], fraction: float) -> float:
     """The nearest-rank percentile of ``samples`` (seconds), in milliseconds."""
     if not samples:
@@ -330,13 +426,60 @@ def _machine() -> dict[str, object]:
     }
 
 
-def _table(summaries: Mapping[str, Mapping[str, object]], goal: Mapping[str, object]) -> str:
-    """The results as a Markdown table, then one line per goal."""
+def _summary_rows(
+    summaries: Mapping[str, Mapping[str, object]],
+    peer: Mapping[str, object],
+    goal: Mapping[str, object],
+) -> list[dict[str, object]]:
+    """The results-table rows: the goal per metric, then each mode next to bm25s."""
+    rows: list[dict[str, object]] = []
+    holds = harness.Goal("hybrid >= best single arm", 1.0, at_least=True)
+    for key, label in METRICS:
+        verdict = goal[key]
+        assert isinstance(verdict, dict)
+        best = float(verdict["best_single_arm_value"])
+        hybrid = float(verdict["hybrid"])
+        held = harness.row(
+            f"Cranfield {label}: hybrid vs best single arm",
+            label,
+            hybrid,
+            peer=best,
+            peer_name=f"our {verdict['best_single_arm']} arm",
+            ratio=hybrid / best if best > 0 else None,
+            goal=holds if best > 0 else None,
+        )
+        # The verdict of :func:`_goal`, taken on unrounded means, is the one that counts.
+        held.update(goal=holds.text, met=verdict["met"])
+        rows.append(held)
+        theirs = float(str(peer[key]))
+        for mode in MODES:
+            ours = float(str(summaries[mode][key]))
+            rows.append(
+                harness.row(
+                    f"Cranfield {label}: {mode}",
+                    label,
+                    ours,
+                    peer=theirs,
+                    peer_name="bm25s BM25",
+                    ratio=ours / theirs if theirs > 0 else None,
+                )
+            )
+    return rows
+
+
+def _table(
+    summaries: Mapping[str, Mapping[str, object]],
+    goal: Mapping[str, object],
+    peers: Mapping[str, Mapping[str, object]] | None = None,
+) -> str:
+    """The results as a Markdown table (the peers' rows last), then one line per goal."""
     lines = [
         "| mode | nDCG@10 | recall@100 | p50 ms | p95 ms |",
         "|---|---:|---:|---:|---:|",
     ]
-    for mode, summary in summaries.items():
+    shown = dict(summaries)
+    shown.update({f"{name} (peer)": peer for name, peer in (peers or {}).items()})
+    for mode, summary in shown.items():
         latency = summary["latency_ms"]
         assert isinstance(latency, dict)
         lines.append(
@@ -378,7 +521,10 @@ def run(*, quick: bool, data: Path | None) -> dict[str, object]:
             mode: run_mode(db, arms, queries, judgements, corpus) for mode, arms in MODES.items()
         }
         query_s = time.perf_counter() - started
+    peer_result, peer_config = run_peer(documents, queries, judgements, corpus)
     summaries = {mode: _mode_summary(result) for mode, result in results.items()}
+    peer_summary = {**_mode_summary(peer_result), "config": peer_config}
+    goal = _goal(results)
     skipped_judged = sorted(
         (query, doc)
         for query, gains in judgements.items()
@@ -414,7 +560,9 @@ def run(*, quick: bool, data: Path | None) -> dict[str, object]:
             "queries": round(query_s, 3),
         },
         "modes": summaries,
-        "goal": _goal(results),
+        "goal": goal,
+        "peers": {PEER: peer_summary},
+        "summary": _summary_rows(summaries, peer_summary, goal),
     }
 
 
@@ -442,7 +590,9 @@ def main(argv: list[str]) -> int:
         f"load {seconds['load']} s, index {seconds['index']} s, queries {seconds['queries']} s"
     )
     print()
-    print(_table(modes, goal))
+    peers = result["peers"]
+    assert isinstance(peers, dict)
+    print(_table(modes, goal, peers))
     targets: list[Path] = []
     if args.out is not None:
         targets.append(args.out)
