@@ -8,7 +8,9 @@ request by the mix: 70% RECALL, 25% writes (ENCODE, STATEMENT_CREATE), 5% other
 (MEMORY_GET, STATEMENT_LIST, PING). Every answer is counted by operation and
 outcome; the only error allowed is ``OVERLOADED``. Reported: requests per
 second, p50/p99 per operation, and the server's resident memory at the start,
-the middle and the end. ``--save`` writes ``bench/results/load.json``. The
+the middle and the end, split into anonymous memory (what a leak would grow)
+and file pages (LMDB's map, which grows with the data), beside the data
+directory's size. ``--save`` writes ``bench/results/load.json``. The
 suite runs 30 seconds of it with the hashing embedder
 (``tests/integration/test_load.py``).
 """
@@ -53,11 +55,23 @@ WORDS: Final = tuple(_WORD_LIST.split())
 RESULTS: Final = Path(__file__).resolve().parents[1] / "bench" / "results" / "load.json"
 
 
-def _rss_mb(pid: int) -> float:
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _sample(pid: int, data_dir: Path) -> dict[str, float]:
+    """Resident memory, split into anonymous memory (the heap: what a leak grows) and
+    file pages (mostly LMDB's map, which grows with the data), and the data's size."""
+    data = sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file())
+    return {
+        "rss": _rss_mb(pid),
+        "anon": _rss_mb(pid, "RssAnon"),
+        "file": _rss_mb(pid, "RssFile"),
+        "data": data / 2**20,
+    }
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -151,13 +165,13 @@ async def _drive(
     latencies: dict[str, list[float]] = {}
     outcomes: dict[str, int] = {}
     pid = server.process.pid
-    rss = {"start": _rss_mb(pid)}
+    samples = {"start": _sample(pid, server.data_dir)}
     until = time.monotonic() + seconds
     started = time.monotonic()
 
     async def sample_middle() -> None:
         await asyncio.sleep(seconds / 2)
-        rss["middle"] = _rss_mb(pid)
+        samples["middle"] = _sample(pid, server.data_dir)
 
     workers = [
         _worker(
@@ -171,7 +185,7 @@ async def _drive(
         for _ in range(connections)
     ]
     await asyncio.gather(sample_middle(), *workers)
-    rss["end"] = _rss_mb(pid)
+    samples["end"] = _sample(pid, server.data_dir)
     elapsed = time.monotonic() - started
     total = sum(outcomes.values())
     return {
@@ -187,7 +201,10 @@ async def _drive(
             }
             for kind, values in sorted(latencies.items())
         },
-        "rss_mb": {k: round(v, 1) for k, v in rss.items()},
+        "rss_mb": {k: round(v["rss"], 1) for k, v in samples.items()},
+        "rss_anon_mb": {k: round(v["anon"], 1) for k, v in samples.items()},
+        "rss_file_mb": {k: round(v["file"], 1) for k, v in samples.items()},
+        "data_mb": {k: round(v["data"], 1) for k, v in samples.items()},
     }
 
 
