@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +44,21 @@ _ROW_HEIGHT_IN: Final = 0.38
 """Inches per bar row: tall enough for a label in the default font."""
 
 
+_BOUND: Final = re.compile(r"(>=|<=|≥|≤)\s*([0-9]+(?:\.[0-9]+)?)")
+"""A goal's bound as its text states it ("throughput >= 0.8x torch")."""
+
+
+def _with_bound(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with ``bound`` and ``at_least`` read from its goal's text when a suite
+    recorded only the text."""
+    if "met" not in row or "bound" in row:
+        return row
+    match = _BOUND.search(str(row.get("goal", "")))
+    if match is None:
+        return row
+    return {**row, "bound": float(match[2]), "at_least": match[1] in (">=", "≥")}
+
+
 def load_rows(results: Path = RESULTS) -> list[dict[str, Any]]:
     """Every summary row of every suite's full results, each tagged with its suite
     and when it was measured (quick runs are never committed, so never read)."""
@@ -52,7 +68,8 @@ def load_rows(results: Path = RESULTS) -> list[dict[str, Any]]:
         if not isinstance(data, dict) or not isinstance(data.get("summary"), list):
             continue
         for row in data["summary"]:
-            rows.append({"suite": data.get("suite", path.stem), "when": data.get("when"), **row})
+            suite = data.get("suite", path.stem)
+            rows.append(_with_bound({"suite": suite, "when": data.get("when"), **row}))
     return rows
 
 
@@ -131,7 +148,8 @@ def readme_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _label(row: dict[str, Any]) -> str:
-    text = f"{row['suite']}: {row['what']}"
+    what = str(row["what"])
+    text = what if what.startswith(row["suite"]) else f"{row['suite']}: {what}"
     return text if len(text) <= 70 else text[:67] + "…"
 
 
