@@ -7,8 +7,12 @@ the records they index:
 - ``lex_docs``: ``S ‖ doc key`` → the document's length and its ``[term hash,
   tf]`` pairs, so that it can be removed without its text (a hard forget);
 - ``lex_stats``: ``S ‖ "docs"`` and ``S ‖ "tokens"``, counters of the indexed
-  documents and their total length, changed by :class:`~brain.engine.plan.Add`
-  so that several documents indexed by one write add up.
+  documents and their total length, and ``S ‖ "v:" ‖ term hash``, each term's
+  version (one more with every write that adds or removes one of its postings,
+  so that decoded postings kept in memory are known to be current:
+  :mod:`brain.retrieval.postings`); all changed by
+  :class:`~brain.engine.plan.Add`, so that several documents indexed by one
+  write add up.
 
 A term hash is the first :data:`TERM_HASH_BYTES` bytes of BLAKE2b of the
 token: fixed-size keys, and no text of a document in any key. A search looks
@@ -28,11 +32,14 @@ from collections import Counter
 from typing import Final
 
 import lmdb
+import numpy as np
+from numpy.typing import NDArray
 
 from brain.engine.plan import Add, Change, Delete, Put, read_counter
 from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.retrieval.documents import DOC_KEY_BYTES
+from brain.retrieval.postings import PostingsCache, build
 from brain.retrieval.tokens import tokenize
 from brain.wire import cbor
 
@@ -67,6 +74,7 @@ searches, bounded by its first few hundred distinct words."""
 
 _DOCS_KEY: Final = b"docs"
 _TOKENS_KEY: Final = b"tokens"
+_VERSION_KEY: Final = b"v:"
 _U32: Final = 4
 
 
@@ -84,6 +92,7 @@ def index_changes(scope: Scope, key: bytes, text: str) -> list[Change]:
     ]
     terms = [[th, tf] for th, tf in sorted(counts.items())]
     changes.append(Put(DOCS, scope.key(key), cbor.encode([length, terms])))
+    changes.extend(Add(STATS, scope.key(_VERSION_KEY, th), 1) for th in sorted(counts))
     changes.append(Add(STATS, scope.key(_DOCS_KEY), 1))
     changes.append(Add(STATS, scope.key(_TOKENS_KEY), length))
     return changes
@@ -99,6 +108,7 @@ def remove_changes(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes
     length, terms = stored
     assert isinstance(length, int) and isinstance(terms, list)
     changes: list[Change] = [Delete(POSTINGS, scope.key(bytes(th), key)) for th, _ in terms]
+    changes.extend(Add(STATS, scope.key(_VERSION_KEY, bytes(th)), 1) for th, _ in terms)
     changes.append(Delete(DOCS, scope.key(key)))
     changes.append(Add(STATS, scope.key(_DOCS_KEY), -1))
     changes.append(Add(STATS, scope.key(_TOKENS_KEY), -length))
@@ -116,40 +126,113 @@ def corpus_size(store: Store, txn: lmdb.Transaction, scope: Scope) -> int:
 
 
 def search(
-    store: Store, txn: lmdb.Transaction, scope: Scope, cue: str, limit: int
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    cue: str,
+    limit: int,
+    *,
+    cache: PostingsCache | None = None,
 ) -> list[tuple[bytes, float]]:
     """The ``limit`` best documents of ``scope`` for ``cue``: ``(doc key, score)``,
-    best first, ties by key."""
+    best first, ties by key. With ``cache``, terms' postings are taken from it when
+    it holds them for this snapshot (:mod:`brain.retrieval.postings`), and kept in
+    it when read; the answer is the same."""
     documents = _counter(store, txn, scope, _DOCS_KEY)
     if documents <= 0:
         return []
     average = max(_counter(store, txn, scope, _TOKENS_KEY) / documents, 1.0)
     terms = list(dict.fromkeys(tokenize(cue)))[:MAX_QUERY_TERMS]
+    if cache is not None:
+        corpus = (documents, average)
+        return _search_cached(store, txn, scope, terms, limit, corpus=corpus, cache=cache)
     scores: dict[bytes, float] = {}
     cursor = txn.cursor(db=store.table(POSTINGS))
     # The per-posting loop is the cost of a search: it keeps to slicing and
     # local arithmetic, and the length norm of each posting is one multiply-add.
     base = K1 * (1.0 - B)
     per_length = K1 * B / average
-    start = len(scope.key()) + TERM_HASH_BYTES
-    end = start + DOC_KEY_BYTES
     for term in terms:
         prefix = scope.key(_term_hash(term))
-        postings: list[tuple[bytes, bytes | memoryview]] = []
-        if cursor.set_range(prefix):
-            for raw_key, raw_value in cursor.iternext():
-                if raw_key[:start] != prefix:
-                    break
-                if len(raw_key) == end:
-                    postings.append((bytes(raw_key[start:]), raw_value))
+        postings = _read(cursor, prefix)
         df = len(postings)
         if not df:
             continue
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
         lift = idf * (K1 + 1.0)
         get = scores.get
-        for key, value in postings:
-            tf = int.from_bytes(value[:_U32])
-            norm = tf + base + per_length * int.from_bytes(value[_U32:])
+        for key, tf, length in postings:
+            norm = tf + base + per_length * length
             scores[key] = get(key, 0.0) + lift * tf / norm
     return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _read(cursor: lmdb.Cursor, prefix: bytes) -> list[tuple[bytes, int, int]]:
+    """A term's postings, ``(doc key, tf, doc length)``, in key order."""
+    start = len(prefix)
+    end = start + DOC_KEY_BYTES
+    rows: list[tuple[bytes, int, int]] = []
+    if cursor.set_range(prefix):
+        for raw_key, raw_value in cursor.iternext():
+            if raw_key[:start] != prefix:
+                break
+            if len(raw_key) == end:
+                rows.append(
+                    (
+                        bytes(raw_key[start:]),
+                        int.from_bytes(raw_value[:_U32]),
+                        int.from_bytes(raw_value[_U32:]),
+                    )
+                )
+    return rows
+
+
+def _search_cached(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    terms: list[str],
+    limit: int,
+    *,
+    corpus: tuple[int, float],
+    cache: PostingsCache,
+) -> list[tuple[bytes, float]]:
+    """:func:`search` over cached postings arrays: the same shares, summed in the same
+    (term) order, so the same scores to the last bit."""
+    documents, average = corpus
+    stats = store.table(STATS)
+    numbering = cache.scope(scope.key())
+    base = K1 * (1.0 - B)
+    per_length = K1 * B / average
+    cursor = txn.cursor(db=store.table(POSTINGS))
+    numbers: list[NDArray[np.int64]] = []
+    shares: list[NDArray[np.float64]] = []
+    for term in terms:
+        th = _term_hash(term)
+        prefix = scope.key(th)
+        raw = txn.get(scope.key(_VERSION_KEY, th), db=stats)
+        version = read_counter(None if raw is None else bytes(raw))
+        postings = cache.get(prefix, version)
+        if postings is None or postings.numbering is not numbering:
+            postings = build(version, numbering, _read(cursor, prefix))
+            cache.put(prefix, postings)
+        df = len(postings.documents)
+        if not df:
+            continue
+        idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+        lift = idf * (K1 + 1.0)
+        tf = postings.frequencies
+        numbers.append(postings.documents)
+        shares.append(lift * tf / (tf + base + per_length * postings.lengths))
+    if not numbers:
+        return []
+    # bincount adds each document's shares in input order, from 0.0: term order.
+    totals = np.bincount(np.concatenate(numbers), weights=np.concatenate(shares))
+    found = np.flatnonzero(totals)
+    if len(found) > limit:
+        cut = np.partition(totals[found], len(found) - limit)[len(found) - limit]
+        found = found[totals[found] >= cut]
+    keys = numbering.keys
+    ranked = [(keys[i], float(totals[i])) for i in found.tolist()]
+    ranked.sort(key=lambda item: (-item[1], item[0]))
+    return ranked[:limit]

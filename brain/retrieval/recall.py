@@ -220,7 +220,10 @@ def _run(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) -> _
     if weights["lexical"] > 0 and request.cue.strip():
         clock = time.perf_counter()
         ranked["lexical"] = [
-            k for k, _ in lexical.search(ctx.store, ctx.txn, scope, request.cue, n)
+            k
+            for k, _ in lexical.search(
+                ctx.store, ctx.txn, scope, request.cue, n, cache=retrieval.postings
+            )
         ]
         spent["lexical"] = _us(clock)
     if weights["graph"] > 0:

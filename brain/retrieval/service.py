@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from brain.embed.batching import BatchingEmbedder
 from brain.engine.tuning import DEFAULT_INDEX_WAIT_S
 from brain.retrieval.indexer import Indexer
+from brain.retrieval.postings import PostingsCache
 from brain.retrieval.vectors import VectorIndexes
 
 __all__ = ["DEFAULT_INDEX_WAIT_S", "RecallStats", "Retrieval"]
@@ -41,3 +42,5 @@ class Retrieval:
     indexer: Indexer
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
     stats: RecallStats = field(default_factory=RecallStats)
+    postings: PostingsCache = field(default_factory=PostingsCache)
+    """Decoded postings the lexical arm reuses while they are unchanged."""
