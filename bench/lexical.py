@@ -519,6 +519,7 @@ def _result(quick: bool, measured: _Measured) -> dict[str, Any]:
         "latency": {
             "ours": list(runs["ours"]),
             "bm25s": list(runs["bm25s"]),
+            "ours_lmdb": list(runs["ours_lmdb"]),
             "ratio_p50": ratio,
             "ratio_mean": mean_ratio,
             "ratio_cpu": cpu_ratio,
