@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -52,10 +51,8 @@ from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
-from brain.retrieval import lexical
 from brain.retrieval.indexer import Indexer
 from brain.retrieval.indexing import PURGE_QUEUE
-from brain.retrieval.postings import PostingsCache
 from brain.retrieval.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.retrieval.vectors import EMBED_QUEUE, VectorIndexes
 from brain.wire import cbor
@@ -157,9 +154,6 @@ class Database:
                     listener(plans)
 
             idle: list[Callable[[], None]] = []
-            # Told of every batch from the writer's first, so no change escapes it.
-            postings = PostingsCache(told_lsn=applied)
-            wake.append(partial(_tell_postings, postings))
             writer = Writer(
                 store,
                 wal,
@@ -180,7 +174,7 @@ class Database:
             store.close()
             wal.close()
             raise
-        retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s, postings=postings)
+        retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
         database = cls(root, wal, store, writer, opts, retrieval=retrieval)
         database._listeners = wake
         idle.append(database._maybe_purge)
@@ -528,14 +522,6 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _tell_postings(cache: PostingsCache, plans: object) -> None:
-    """Report a committed batch's postings changes to the lexical arm's cache."""
-    assert isinstance(plans, list)
-    cache.applied(
-        (lsn, [c.key for c in plan.changes if c.table == lexical.POSTINGS]) for lsn, plan in plans
-    )
 
 
 def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
