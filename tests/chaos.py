@@ -18,7 +18,8 @@ write to a file, kills the server at a random moment, restarts it and checks:
   embedded or waiting in the queue, and each scope's HNSW index holds exactly
   the stored vectors' labels.
 
-``--save`` writes the figures to ``bench/results/chaos.json``. The test suite
+``--save`` writes the figures to ``bench/results/chaos.json`` after every round,
+so a long run stopped early still leaves what it found. The test suite
 runs three rounds (``tests/integration/test_chaos.py``).
 """
 
@@ -33,6 +34,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -259,14 +261,22 @@ def check_indexes(data_dir: Path) -> list[str]:
     return problems
 
 
-def run_rounds(data_dir: Path, rounds: int, seed: int, log: bool = False) -> dict[str, object]:
-    """Run ``rounds`` kill rounds on ``data_dir``; return the figures."""
+def run_rounds(
+    data_dir: Path,
+    rounds: int,
+    seed: int,
+    log: bool = False,
+    progress: Callable[[dict[str, object]], None] | None = None,
+) -> dict[str, object]:
+    """Run ``rounds`` kill rounds on ``data_dir``; return the figures. ``progress``, if
+    given, receives the figures so far after every round (a long run that is stopped
+    early still leaves what it found)."""
     rng = random.Random(seed)
     env = {**os.environ, "BRAIN_RETRIEVAL__EMBEDDER": "hashing"}
     logs = data_dir.parent / "chaos-logs"
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    lost = duplicated = total_acked = 0
+    lost = duplicated = total_acked = checks = 0
     problems: list[str] = []
     context = multiprocessing.get_context("spawn")
     for round_no in range(1, rounds + 1):
@@ -315,21 +325,28 @@ def run_rounds(data_dir: Path, rounds: int, seed: int, log: bool = False) -> dic
             server.stop()
         if round_no % INDEX_CHECK_EVERY == 0 or round_no == rounds:
             problems += check_indexes(data_dir)
+            checks += 1
         if log:
             print(
-                f"round {round_no}: acked {len(acked)} lost {lost} duplicated {duplicated}",
+                f"round {round_no}: acked {len(acked)} lost {lost} duplicated {duplicated} "
+                f"index problems {len(problems)}",
                 flush=True,
             )
-    return {
-        "rounds": rounds,
-        "seed": seed,
-        "clients": CLIENTS,
-        "acknowledged_writes": total_acked,
-        "lost": lost,
-        "duplicated": duplicated,
-        "index_problems": problems,
-        "seconds": round(time.monotonic() - started, 1),
-    }
+        figures: dict[str, object] = {
+            "rounds": round_no,
+            "planned_rounds": rounds,
+            "seed": seed,
+            "clients": CLIENTS,
+            "acknowledged_writes": total_acked,
+            "lost": lost,
+            "duplicated": duplicated,
+            "index_checks": checks,
+            "index_problems": problems,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        if progress is not None:
+            progress(figures)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,11 +356,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     parser.add_argument("--save", action="store_true", help="write bench/results/chaos.json")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="brain-chaos-") as tmp:
-        figures = run_rounds(Path(tmp) / "data", args.rounds, args.seed, log=True)
-    print(json.dumps(figures, indent=2))
-    if args.save:
+
+    def save(figures: dict[str, object]) -> None:
         RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+    with tempfile.TemporaryDirectory(prefix="brain-chaos-") as tmp:
+        figures = run_rounds(
+            Path(tmp) / "data",
+            args.rounds,
+            args.seed,
+            log=True,
+            progress=save if args.save else None,
+        )
+    print(json.dumps(figures, indent=2))
     ok = figures["lost"] == 0 and figures["duplicated"] == 0 and not figures["index_problems"]
     return 0 if ok else 1
 
