@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Final
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 110
 """The quick run takes ~15 s on two cores; the margin absorbs a loaded CI machine."""
@@ -17,15 +15,7 @@ TIMEOUT_S: Final = 110
 def test_durability_quick(tmp_path: Path) -> None:
     """A measured fdatasync rate, an ingest curve, and the 20x goal judged at 16 clients."""
     out = tmp_path / "durability.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "durability", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_quick("durability", out, timeout=TIMEOUT_S)
     doc = json.loads(out.read_text())
     disk = doc["disk"]
     assert disk["before"]["fdatasyncs"] > 0 and disk["after"]["fdatasyncs"] > 0

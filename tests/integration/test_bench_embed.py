@@ -4,16 +4,13 @@ and the torch peer's figures when the bench-only environment is there."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 from bench import embed
-
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 110
 """The quick run takes ~10 s without torch and ~20 s with it on two idle cores (importing
@@ -26,15 +23,7 @@ THROUGHPUT_ROWS: Final = 4
 
 def _quick(tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "embed.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "embed", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr
+    run_quick("embed", out, timeout=TIMEOUT_S)
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return data
 

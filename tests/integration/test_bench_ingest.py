@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 from bench.peers.postgres import BIN
-
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 110
 """The quick run takes ~20 s on two cores; the margin absorbs a loaded CI machine."""
@@ -21,15 +19,7 @@ def _run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, An
         f"PostgreSQL 15 is missing from {BIN}: apt-get install postgresql-15 (see .ci/run)"
     )
     out = tmp_path / "ingest.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "ingest", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_quick("ingest", out, timeout=TIMEOUT_S)
     return result, json.loads(out.read_text())
 
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Final
 
 from bench.peers.postgres import BIN
-
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 110
 """The quick run takes ~25 s on two cores; the margin absorbs a loaded CI machine."""
@@ -22,15 +19,7 @@ def test_point_quick(tmp_path: Path) -> None:
         f"PostgreSQL 15 is missing from {BIN}: apt-get install postgresql-15 (see .ci/run)"
     )
     out = tmp_path / "point.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "point", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_quick("point", out, timeout=TIMEOUT_S)
     doc = json.loads(out.read_text())
     check = doc["as_of_check"]
     assert check["pairs_checked"] > 0

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Final
 
 import pytest
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 MODES: Final = ("lexical", "semantic", "hybrid")
 """The rows the suite's table must have, one per RECALL mode."""
@@ -34,18 +31,7 @@ def test_quality_quick(tmp_path: Path) -> None:
     """Exit 0, one table row per mode and one for bm25s with both scores in [0, 1], the
     JSON only where asked, with the peer's scores and the summary rows."""
     out = tmp_path / "quality.json"
-    # One BLAS thread: on two cores, BLAS threading slows the numpy MiniLM down.
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "quality", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_quick("quality", out, timeout=TIMEOUT_S)
     rows: dict[str, list[float]] = {}
     for line in result.stdout.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 300
 """The quick run takes ~30 s on a busy two-core machine; the margin absorbs a slower CI."""
@@ -32,18 +29,7 @@ MAX_VECTOR_DIFF: Final = 1e-5
 
 def _run_quick(tmp_path: Path) -> dict[str, Any]:
     out = tmp_path / "recall.json"
-    # One BLAS thread: on two cores, BLAS threading slows the numpy MiniLM down.
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "recall", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
+    run_quick("recall", out, timeout=TIMEOUT_S)
     data: dict[str, Any] = json.loads(out.read_text())
     return data
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
-ROOT: Final = Path(__file__).resolve().parents[2]
+from tests.integration.benchrun import run_quick
 
 TIMEOUT_S: Final = 240
 """The quick run takes ~10 s on two cores; the margin absorbs a loaded CI machine."""
@@ -20,15 +18,7 @@ QUICK_VECTORS: Final = 5_000
 
 
 def _run(out: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "bench", "semantic", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_quick("semantic", out, timeout=TIMEOUT_S)
     document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return document
 
