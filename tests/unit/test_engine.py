@@ -203,7 +203,10 @@ def test_fsync_failure_turns_read_only_and_keeps_what_was_acknowledged(tmp_path:
         retried = encode(reopened, 2, "during the fault")
         assert get(reopened, retried.memory_id).memory.text == "during the fault"
         assert encode(reopened, 2, "during the fault") == retried
-        assert encode(reopened, 4, "writable again").lsn == reopened.applied_lsn
+        again = encode(reopened, 4, "writable again")
+        # Applied, and readable; the indexer may have logged its own write after it.
+        assert again.lsn <= reopened.applied_lsn
+        assert get(reopened, again.memory_id).memory.text == "writable again"
 
 
 def test_map_grows_when_full(tmp_path: Path) -> None:
@@ -341,4 +344,7 @@ def test_a_full_disk_during_a_checkpoint_keeps_what_was_acknowledged(tmp_path: P
         assert [get(reopened, k.memory_id).memory.text for k in kept] == [
             f"kept {i} " + "x" * 200 for i in range(40)
         ]
-        assert encode(reopened, 101, "writable again").lsn == reopened.applied_lsn
+        again = encode(reopened, 101, "writable again")
+        # Applied, and readable; the indexer may have logged its own write after it.
+        assert again.lsn <= reopened.applied_lsn
+        assert get(reopened, again.memory_id).memory.text == "writable again"
