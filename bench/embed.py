@@ -50,7 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -346,7 +346,7 @@ def _throughput(
                         ours_median,
                         peer=statistics.median(r["texts_per_s"] for r in peers),
                         peer_name=peer_name,
-                        ratio=cast(float, ratio["median"]),
+                        ratio=ratio["median"],
                         goal=goal,
                     )
                 )

@@ -20,11 +20,12 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 __all__ = [
     "RESULTS",
     "Goal",
+    "Ratios",
     "alternate",
     "machine",
     "parser",
@@ -145,17 +146,24 @@ def row(
     return out
 
 
+class Ratios(TypedDict):
+    """Per-pair ratios, ours over theirs, and their median."""
+
+    per_pair: list[float]
+    median: float
+
+
 def ratios(
     ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], key: str
-) -> dict[str, object]:
+) -> Ratios:
     """Per-pair ratios ``ours[i][key] / theirs[i][key]`` and their median."""
     if len(ours) != len(theirs) or not ours:
         raise ValueError("ratios need the same, non-zero number of runs on both sides")
     per_pair = [float(a[key]) / float(b[key]) for a, b in zip(ours, theirs, strict=True)]
-    return {
-        "per_pair": [round(r, 3) for r in per_pair],
-        "median": round(statistics.median(per_pair), 3),
-    }
+    return Ratios(
+        per_pair=[round(r, 3) for r in per_pair],
+        median=round(statistics.median(per_pair), 3),
+    )
 
 
 def rss_mb(pid: int) -> float:

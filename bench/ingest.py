@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
             _median(runs["brain"], "ops_per_s"),
             peer=_median(runs["postgres"], "ops_per_s"),
             peer_name=PEER,
-            ratio=float(str(ratio["median"])),
+            ratio=ratio["median"],
             goal=goal,
         ),
         harness.row(
@@ -209,7 +209,7 @@ def main(argv: list[str]) -> int:
             _median(single["brain"], "ops_per_s"),
             peer=_median(single["postgres"], "ops_per_s"),
             peer_name=PEER,
-            ratio=float(str(single_ratio["median"])),
+            ratio=single_ratio["median"],
         ),
         harness.row(
             f"ingest: fsyncs per 1,000 writes, {CLIENTS} clients",

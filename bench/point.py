@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
                 _median(runs["brain"], "ops_per_s"),
                 peer=_median(runs["postgres"], "ops_per_s"),
                 peer_name=PEER,
-                ratio=float(str(ratio["median"])),
+                ratio=ratio["median"],
                 goal=goal,
             )
         )

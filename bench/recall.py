@@ -356,7 +356,7 @@ def _measure(
             _median(runs["brain"], "p50"),
             peer=_median(runs["sqlite"], "p50"),
             peer_name="SQLite FTS5 + sqlite-vec, RRF in SQL",
-            ratio=float(str(latency["median"])),
+            ratio=latency["median"],
             goal=LATENCY_GOAL,
         ),
         harness.row(
@@ -365,7 +365,7 @@ def _measure(
             _median(runs["brain_vector"], "p50"),
             peer=_median(runs["sqlite"], "p50"),
             peer_name="SQLite FTS5 + sqlite-vec, RRF in SQL",
-            ratio=float(str(latency_vector["median"])),
+            ratio=latency_vector["median"],
         ),
         harness.row(
             "RECALL top-10 hybrid p95, cue embedded by the server",
@@ -373,7 +373,7 @@ def _measure(
             _median(runs["brain"], "p95"),
             peer=_median(runs["sqlite"], "p95"),
             peer_name="SQLite FTS5 + sqlite-vec, RRF in SQL",
-            ratio=float(str(p95["median"])),
+            ratio=p95["median"],
         ),
         harness.row(
             "RECALL top-10 hybrid p99, cue embedded by the server",
@@ -381,7 +381,7 @@ def _measure(
             _median(runs["brain"], "p99"),
             peer=_median(runs["sqlite"], "p99"),
             peer_name="SQLite FTS5 + sqlite-vec, RRF in SQL",
-            ratio=float(str(p99["median"])),
+            ratio=p99["median"],
         ),
     ]
     for metric in ("precision_at_10", "recall_at_10"):

@@ -119,7 +119,7 @@ def _goal_row(what: str, runs: Mapping[int, Sequence[Mapping[str, Any]]]) -> dic
         statistics.median(float(r["p50"]) for r in runs[largest]),
         peer=statistics.median(float(r["p50"]) for r in runs[smallest]),
         peer_name=f"itself at {smallest:,} statements",
-        ratio=float(str(ratio["median"])),
+        ratio=ratio["median"],
         goal=SCALE_GOAL,
     )
 

@@ -396,7 +396,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 float(found["ours_p50_us_median"]),
                 peer=float(found["hnswlib_p50_us_median"]),
                 peer_name="raw hnswlib knn_query",
-                ratio=float(ratio["median"]),
+                ratio=ratio["median"],
                 goal=goal,
             )
         )
@@ -409,7 +409,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                 float(found["ours_cpu_us_median"]),
                 peer=float(found["hnswlib_cpu_us_median"]),
                 peer_name="raw hnswlib knn_query",
-                ratio=float(cpu["median"]),
+                ratio=cpu["median"],
             )
         )
     agreeing = harness.row(
