@@ -10,6 +10,7 @@ buffered write again, in order, into one plan.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Final, Protocol
@@ -32,7 +33,7 @@ from brain.engine.relations import RELATION_READS, RELATION_WRITES
 from brain.engine.scope import Scope
 from brain.engine.transactions import BufferedWrite, IdSource, TxnRegistry
 from brain.engine.writer import Failed, PlanContext, Replay
-from brain.errors import BrainError
+from brain.errors import BrainError, TxnExpired
 from brain.retrieval.recall import RECALL_READS
 from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
@@ -99,6 +100,9 @@ def plan_write(
         # SCHEMA_PUT: WIRE.md §8 gives it no idempotency key; it is planned as it is.
         scope = Scope.of(namespace, getattr(request, "space", None))
         changes, answer = WRITES[opcode](ctx, scope, request)
+        if not changes:
+            # A put that changes nothing takes no LSN: its retry must not look like a write.
+            return Replay(cbor.encode(answer.to_wire()))
         return changes, cbor.encode(answer.to_wire())
     write = _as_write(request)
     scope = Scope.of(namespace, write.space)
@@ -227,13 +231,23 @@ def read_in_txn(
 
 def plan_commit(
     ctx: PlanContext, registry: TxnRegistry, namespace: str, request: TxnCommit
-) -> Plan | Failed:
+) -> Plan | Replay | Failed:
     """TXN_COMMIT: every buffered write again, in order, as one plan and one WAL record.
 
     The transaction leaves the registry when the batch is final, whether the
     commit succeeded or failed (a failed commit applies nothing and ends it).
     """
-    txn = registry.get(request.txn_id, namespace)
+    scope = Scope.of(namespace, None)
+    digest = idempotency.request_digest(Opcode.TXN_COMMIT, request)
+    try:
+        txn = registry.get(request.txn_id, namespace)
+    except TxnExpired:
+        # A client that lost the answer of a commit that went through asks again:
+        # it gets the stored answer, as a repeated write does (WIRE.md §5).
+        stored = idempotency.lookup(ctx.store, ctx.txn, scope, _commit_key(request.txn_id), digest)
+        if stored is None:
+            raise
+        return Replay(stored)
 
     def end() -> None:
         registry.discard(request.txn_id)
@@ -248,4 +262,13 @@ def plan_commit(
         child.abort()
     results = tuple(cbor.decode(answer) for answer in answers)
     committed = cbor.encode(TxnCommitted(lsn=ctx.lsn, results=results).to_wire())
+    changes += idempotency.row_changes(
+        scope, _commit_key(request.txn_id), digest, committed, ctx.record_time
+    )
     return Plan(tuple(changes), (*answers, committed), after=end)
+
+
+def _commit_key(txn_id: bytes) -> bytes:
+    """Where a commit's answer is kept in the idempotency table: derived from the
+    transaction id, so it can never be taken for a client's own ``request_id``."""
+    return hashlib.sha256(b"txn_commit" + txn_id).digest()[:16]

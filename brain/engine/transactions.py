@@ -14,7 +14,9 @@ creates the one its buffered answer named; the commit's results are the
 authoritative answers all the same (an ENCODE whose text was stored by
 another write in the meantime answers with that memory, deduplicated). A
 transaction that expires, is aborted, fails at commit, or whose
-connection closes is gone; its id then answers ``TXN_EXPIRED``.
+connection closes is gone; its id then answers ``TXN_EXPIRED``. A committed
+one answers a repeated TXN_COMMIT with its stored answer
+(:func:`brain.engine.operations.plan_commit`).
 """
 
 from __future__ import annotations

@@ -79,8 +79,13 @@ def test_commit_applies_everything_with_the_buffered_ids(db: Database) -> None:
     # Each write of the transaction is idempotent on its own afterwards.
     replay = db.execute(NS, Opcode.ENCODE, Encode(request_id=rid(2), text="beta"))
     assert replay == results[1]
-    with pytest.raises(TxnExpired):
-        commit(db, txn)
+    # A commit asked again (its answer was lost) gets the same answer, and writes nothing.
+    assert db.wait_indexed()
+    settled = db.applied_lsn
+    assert commit(db, txn) == done
+    assert db.applied_lsn == settled
+    with pytest.raises(TxnExpired):  # another namespace never sees it
+        db.execute("other-ns", Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
 
 
 def test_abort_leaves_nothing(db: Database) -> None:
@@ -155,7 +160,7 @@ def test_committed_transaction_survives_reopen(tmp_path: Path) -> None:
     with brain.open(tmp_path / "d") as db:
         txn = begin(db)
         ids = [buffered(db, txn, n, f"t{n}").memory_id for n in range(3)]
-        commit(db, txn)
+        done = commit(db, txn)
         uncommitted = begin(db)
         lost = buffered(db, uncommitted, 10, "never committed").memory_id
     with brain.open(tmp_path / "d") as db:
@@ -163,6 +168,8 @@ def test_committed_transaction_survives_reopen(tmp_path: Path) -> None:
         assert not exists(db, lost)
         with pytest.raises(TxnExpired):
             commit(db, uncommitted)
+        # The answer of the commit that went through outlives the restart.
+        assert commit(db, txn) == done
 
 
 def test_estimates_and_budgets() -> None:
@@ -205,8 +212,7 @@ def test_commit_that_needs_a_bigger_map(tmp_path: Path) -> None:
         ]
         assert all(exists(db, w.memory_id) for w in written)
         assert db.store_usage()[0] > 256 * 1024
-        with pytest.raises(TxnExpired):
-            commit(db, txn)
+        assert commit(db, txn) == done  # the grown map kept the commit's answer too
 
 
 def test_reads_inside_a_transaction_see_its_writes(db: Database) -> None:
