@@ -2,7 +2,8 @@
 
 Undeclared predicates and types are open vocabulary: not stateful,
 many-to-many (WIRE.md §8). SCHEMA_PUT declares or redeclares entries and
-bumps the version; it never removes one. A declaration applies to writes
+bumps the version; it never removes one, and a put that changes nothing
+answers the current version and writes nothing. A declaration applies to writes
 from its record time on; it does not rewrite statements already stored
 (declaring a predicate stateful does not supersede the several current values
 a subject may already have; the next write of that predicate does).
@@ -103,7 +104,14 @@ def cardinality_of(store: Store, txn: lmdb.Transaction, scope: Scope, type_name:
 def plan_schema_put(
     ctx: PlanContext, scope: Scope, request: SchemaPut
 ) -> tuple[list[Change], SchemaPutOk]:
-    """SCHEMA_PUT: declare or redeclare; the version goes up by one."""
+    """SCHEMA_PUT: declare or redeclare; the version goes up by one.
+
+    A put that leaves every declaration as it is (a repeat, or one that
+    redeclares entries exactly as they stand) answers the current version and
+    plans no change. SCHEMA_PUT has no ``request_id`` (WIRE.md §8), so this is
+    what makes a client's retry harmless: it must not look like a new version.
+    """
+    current = load_schema(ctx.store, ctx.txn, scope)
     schema = load_schema(ctx.store, ctx.txn, scope)
     for p in request.predicates or ():
         decl: dict[str, object] = {"stateful": p.stateful}
@@ -118,6 +126,12 @@ def plan_schema_put(
     for t in request.entity_types or ():
         if t not in schema.entity_types:
             schema.entity_types.append(t)
+    if (schema.predicates, schema.relation_types, schema.entity_types) == (
+        current.predicates,
+        current.relation_types,
+        current.entity_types,
+    ):
+        return [], SchemaPutOk(version=current.version)
     schema.version += 1
     return [Put(SCHEMA, scope.key(), schema.encode())], SchemaPutOk(version=schema.version)
 

@@ -25,14 +25,16 @@ import math
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Self, TypeVar, dataclass_transform
+from typing import Annotated, Any, ClassVar, Final, Self, TypeVar, dataclass_transform
 
 from brain.errors import BrainError, InvalidArgument
 
 __all__ = [
     "Choice",
     "Finite",
+    "Label",
     "Len",
     "Message",
     "Range",
@@ -82,6 +84,13 @@ class TextPattern:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Finite:
     """A float that is neither NaN nor infinite."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Label:
+    """Text that reads as one line of visible words: no character of Unicode
+    category C (control, format, surrogate, private use, unassigned), no line or
+    paragraph separator (Zl, Zp), and no whitespace at either end, so never blank."""
 
 
 class Message:
@@ -361,6 +370,8 @@ def _with_constraints(check: Checker, meta: list[object]) -> Checker:
             rules.append(_pattern_rule(item))
         elif isinstance(item, Finite):
             rules.append(_finite_rule)
+        elif isinstance(item, Label):
+            rules.append(_label_rule)
         else:
             raise TypeError(f"unknown constraint {item!r}")
 
@@ -433,6 +444,25 @@ def _finite_rule(value: object, path: str) -> None:
     assert isinstance(value, float)
     if not math.isfinite(value):
         raise InvalidArgument(f"{path} must be a finite number", field=path)
+
+
+_HIDDEN_CATEGORIES: Final = frozenset({"Zl", "Zp"})
+"""Categories outside C that a label refuses too: a line or paragraph separator
+breaks a label across lines as surely as a newline does."""
+
+
+def _label_rule(value: object, path: str) -> None:
+    assert isinstance(value, str)
+    if value != value.strip():
+        what = "be blank" if not value.strip() else "begin or end with whitespace"
+        raise InvalidArgument(f"{path} must not {what}", field=path)
+    for index, char in enumerate(value):
+        category = unicodedata.category(char)
+        if category[0] == "C" or category in _HIDDEN_CATEGORIES:
+            raise InvalidArgument(
+                f"{path} must not contain U+{ord(char):04X} ({category}) at character {index}",
+                field=path,
+            )
 
 
 # --- decoding and encoding -----------------------------------------------------------
@@ -538,6 +568,8 @@ def _describe_hint(hint: object) -> str:
                 text += f" /{item.regex}/"
             elif isinstance(item, Finite):
                 text += " finite"
+            elif isinstance(item, Label):
+                text += " label"
         return text
     if hint is object:
         return "any"

@@ -6,15 +6,26 @@ and relations between names, with a different schema in each scope. No read
 in one scope may return or count a record of another: another scope's id is
 NOT_FOUND, and every list, resolution, traversal, schema, review queue, RECALL
 and EXPLAIN (through each arm alone and fused) answers and counts exactly its
-own scope's records. Then, with the database closed,
-every key of every LMDB table but ``meta`` must begin with one of the four
-scope prefixes, and every stored row that names its scope names that one.
+own scope's records.
+
+Then each scope forgets a memory hard, merges two entities, leaves a name
+ambiguous and tombstones a statement with a reason, and every other scope
+(another space, another namespace, or both) sends every write that names a
+record by id with that scope's ids: statements, entities, relations,
+memories, the merge and the review. Each is NOT_FOUND, and what every scope
+answers for its own records is byte for byte what it answered before.
+
+Last, with the database closed, every key of every LMDB table but ``meta``
+must begin with one of the four scope prefixes (the forget ledger, the audit
+log, merges and pending names included, each holding rows of every scope),
+and every stored row that names its scope names that one.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -37,36 +48,65 @@ from brain.wire.messages.entity_ops import (
     EntityGetOk,
     EntityList,
     EntityListOk,
+    EntityMerge,
+    EntityMergeOk,
     EntityResolve,
     EntityResolveOk,
+    EntityTombstone,
+    EntityUnmerge,
+    EntityUpdate,
 )
-from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.memory_ops import (
+    Encode,
+    EncodeOk,
+    Forget,
+    ForgetOk,
+    MemoryGet,
+    MemoryGetOk,
+)
 from brain.wire.messages.recall_ops import ArmWeights, ExplainOk, ExplainRequest, Recall, RecallOk
 from brain.wire.messages.records import Evidence
 from brain.wire.messages.relation_ops import (
     RelationCreate,
     RelationCreateOk,
+    RelationDraft,
     RelationGet,
     RelationGetOk,
     RelationList,
     RelationListOk,
+    RelationSupersede,
+    RelationTombstone,
     RelationTraverse,
     RelationTraverseOk,
 )
-from brain.wire.messages.review_ops import ReviewList, ReviewListOk
+from brain.wire.messages.review_ops import ReviewDecide, ReviewList, ReviewListOk
 from brain.wire.messages.schema_ops import PredicateDecl, Schema, SchemaGet, SchemaPut
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
+    StatementDraft,
     StatementGet,
     StatementGetOk,
     StatementHistory,
     StatementList,
     StatementListOk,
+    StatementRetract,
+    StatementSupersede,
+    StatementTombstone,
 )
-from brain.wire.messages.values import EntityRef, NameRef, TextValue
+from brain.wire.messages.values import (
+    EntityRef,
+    EntityValue,
+    MemoryRef,
+    MemoryValue,
+    NameRef,
+    StatementValue,
+    TextValue,
+    Value,
+)
 from brain.wire.opcodes import Opcode
-from brain.wire.schema import Message
+from brain.wire.registry import request_class
+from brain.wire.schema import Message, field_keys
 
 NAMESPACES: Final = ("tenant-a", "tenant-b")
 SPACES: Final = (None, "other")  # None: the default space
@@ -74,6 +114,22 @@ NAME_POOL: Final = ("Ada Lovelace", "Grace Hopper", "Alan Turing", "Edsger Dijks
 RELATION_TYPE: Final = "knows"
 ROW_TABLES: Final = (b"memories", b"entities", b"statements", b"relations")
 """Tables whose rows carry ``namespace`` and ``space`` (a second lock on the key)."""
+FILLED_TABLES: Final = (
+    *ROW_TABLES,
+    b"idempotency",
+    b"statement_by_subject",
+    b"relation_by_from",
+    b"forget_ledger",
+    b"audit",
+    b"entity_merges",
+    b"entity_absorbed",
+    b"reviews_by_name",
+)
+"""Tables every scope has written rows to by the time of the key scan."""
+TWIN_NAME: Final = "Twin Name"
+"""A name two entities of each scope share, so a statement about it waits for review."""
+WRITES_WITHOUT_IDS: Final = frozenset({Opcode.ENCODE, Opcode.ENTITY_CREATE})
+"""Writes with a request_id that name no existing record, so no other scope's either."""
 
 
 def _no_fsync(fd: int) -> None:
@@ -92,6 +148,13 @@ class Written:
     statements: set[bytes] = field(default_factory=set)
     relations: set[bytes] = field(default_factory=set)
     anchor: bytes = b""  # the entity of the first name
+    # Written after the reads were checked (``_write_more``):
+    forgotten: bytes = b""  # a memory forgotten hard
+    merge_id: bytes = b""
+    merged: tuple[bytes, bytes] = (b"", b"")  # (kept, merged away)
+    review_id: bytes = b""  # the open review of TWIN_NAME
+    pending: bytes = b""  # the statement waiting on it
+    twins: tuple[bytes, ...] = ()
 
     @property
     def scope(self) -> Scope:
@@ -332,6 +395,207 @@ def _check_reads(
     assert isinstance(replay, EncodeOk) and replay.memory_id == next(iter(w.memories))
 
 
+def _write_more(db: Database, w: Written, predicates: list[str]) -> None:
+    """A hard forget, a merge, an ambiguous name and an audited tombstone, so the
+    key scan and the foreign writes meet every kind of record and row."""
+    ids = iter(range(1 << 32, 1 << 33))
+
+    def rid() -> bytes:
+        return next(ids).to_bytes(16, "big")
+
+    space = w.space
+    dropped = w.run(db, Opcode.ENCODE, Encode(space=space, request_id=rid(), text="Forget me: 1"))
+    assert isinstance(dropped, EncodeOk) and not dropped.deduplicated
+    w.forgotten = dropped.memory_id
+    forgot = w.run(
+        db,
+        Opcode.FORGET,
+        Forget(space=space, request_id=rid(), memory=dropped.memory_id, mode="hard"),
+    )
+    assert isinstance(forgot, ForgetOk) and not forgot.already_forgotten
+    made = []
+    for name in ("Merge Keeper", "Merge Absorbed", TWIN_NAME, TWIN_NAME):
+        created = w.run(
+            db, Opcode.ENTITY_CREATE, EntityCreate(space=space, request_id=rid(), name=name)
+        )
+        assert isinstance(created, EntityCreateOk)
+        made.append(created.entity_id)
+    w.merged, w.twins = (made[0], made[1]), (made[2], made[3])
+    merged = w.run(
+        db,
+        Opcode.ENTITY_MERGE,
+        EntityMerge(space=space, request_id=rid(), keep=made[0], merge=made[1]),
+    )
+    assert isinstance(merged, EntityMergeOk)
+    w.merge_id = merged.merge_id
+    waiting = w.run(
+        db,
+        Opcode.STATEMENT_CREATE,
+        StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=NameRef(name=TWIN_NAME),
+            predicate=predicates[0],
+            object_=TextValue(text="twin"),
+        ),
+    )
+    assert isinstance(waiting, StatementCreateOk)
+    w.pending = waiting.statement_id
+    reviews = w.run(db, Opcode.REVIEW_LIST, ReviewList(space=space))
+    assert isinstance(reviews, ReviewListOk)
+    (review,) = [item for item in reviews.items if item.kind == "ambiguous_entity"]
+    assert review.name == TWIN_NAME
+    w.review_id = review.review_id
+    w.run(
+        db,
+        Opcode.STATEMENT_TOMBSTONE,
+        StatementTombstone(space=space, request_id=rid(), id=min(w.statements), reason="why"),
+    )
+
+
+def _snapshot(db: Database, w: Written) -> list[bytes]:
+    """What the scope answers about each of its records, as the wire would carry it."""
+    space = w.space
+    requests: list[tuple[Opcode, Message]] = [
+        *((Opcode.MEMORY_GET, MemoryGet(space=space, id=i)) for i in (*w.memories, w.forgotten)),
+        *(
+            (Opcode.STATEMENT_GET, StatementGet(space=space, id=i))
+            for i in sorted((*w.statements, w.pending))
+        ),
+        *(
+            (Opcode.ENTITY_GET, EntityGet(space=space, id=i))
+            for i in sorted((*w.entities, *w.merged, *w.twins))
+        ),
+        *((Opcode.RELATION_GET, RelationGet(space=space, id=i)) for i in sorted(w.relations)),
+        (Opcode.REVIEW_LIST, ReviewList(space=space)),
+        (Opcode.SCHEMA_GET, SchemaGet(space=space)),
+        (Opcode.ENTITY_LIST, EntityList(space=space, limit=1000)),
+        (
+            Opcode.STATEMENT_LIST,
+            StatementList(
+                space=space, include_superseded=True, include_tombstoned=True, limit=1000
+            ),
+        ),
+        (Opcode.RELATION_LIST, RelationList(space=space, entity=w.anchor, direction="both")),
+    ]
+    return [cbor.encode(w.run(db, opcode, request).to_wire()) for opcode, request in requests]
+
+
+def _foreign_writes(
+    w: Written, o: Written, names: list[str], predicates: list[str], rid: Callable[[], bytes]
+) -> list[tuple[Opcode, Message]]:
+    """Every write naming a record by id, sent in ``w``'s scope with ``o``'s ids."""
+    space = w.space
+    statement, relation = min(o.statements), min(o.relations)
+    memory, entity = next(iter(o.memories)), o.anchor
+
+    def claim(subject: EntityRef | MemoryRef | NameRef, value: Value, **kw: object) -> Message:
+        return StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=subject,
+            predicate=predicates[0],
+            object_=value,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    own, text = NameRef(name=names[0]), TextValue(text="x")
+    return [
+        (Opcode.STATEMENT_CREATE, claim(EntityRef(entity=entity), text)),
+        (Opcode.STATEMENT_CREATE, claim(MemoryRef(memory=memory), text)),
+        (Opcode.STATEMENT_CREATE, claim(own, text, evidence=(Evidence(memory=memory),))),
+        (Opcode.STATEMENT_CREATE, claim(own, EntityValue(entity=entity))),
+        (Opcode.STATEMENT_CREATE, claim(own, MemoryValue(memory=o.forgotten))),
+        (Opcode.STATEMENT_CREATE, claim(own, StatementValue(statement=o.pending))),
+        (
+            Opcode.STATEMENT_SUPERSEDE,
+            StatementSupersede(
+                space=space,
+                request_id=rid(),
+                old=statement,
+                new=StatementDraft(kind="fact", subject=own, predicate=predicates[0], object_=text),
+            ),
+        ),
+        (
+            Opcode.STATEMENT_TOMBSTONE,
+            StatementTombstone(space=space, request_id=rid(), id=statement),
+        ),
+        (Opcode.STATEMENT_RETRACT, StatementRetract(space=space, request_id=rid(), id=o.pending)),
+        (
+            Opcode.RELATION_CREATE,
+            RelationCreate(
+                space=space,
+                request_id=rid(),
+                type_=RELATION_TYPE,
+                from_=own,
+                to=EntityRef(entity=o.merged[1]),
+            ),
+        ),
+        (
+            Opcode.RELATION_SUPERSEDE,
+            RelationSupersede(
+                space=space,
+                request_id=rid(),
+                old=relation,
+                new=RelationDraft(type_=RELATION_TYPE, from_=own, to=NameRef(name=names[1])),
+            ),
+        ),
+        (Opcode.RELATION_TOMBSTONE, RelationTombstone(space=space, request_id=rid(), id=relation)),
+        (
+            Opcode.ENTITY_UPDATE,
+            EntityUpdate(space=space, request_id=rid(), id=entity, add_aliases=("taken",)),
+        ),
+        (Opcode.ENTITY_TOMBSTONE, EntityTombstone(space=space, request_id=rid(), id=o.twins[0])),
+        (
+            Opcode.ENTITY_MERGE,
+            EntityMerge(space=space, request_id=rid(), keep=w.anchor, merge=o.merged[0]),
+        ),
+        (
+            Opcode.ENTITY_MERGE,
+            EntityMerge(space=space, request_id=rid(), keep=o.twins[1], merge=w.anchor),
+        ),
+        (Opcode.ENTITY_UNMERGE, EntityUnmerge(space=space, request_id=rid(), merge_id=o.merge_id)),
+        (Opcode.FORGET, Forget(space=space, request_id=rid(), memory=memory, mode="soft")),
+        (Opcode.FORGET, Forget(space=space, request_id=rid(), memory=memory, mode="hard")),
+        (Opcode.FORGET, Forget(space=space, request_id=rid(), memory=o.forgotten, mode="hard")),
+        (
+            Opcode.REVIEW_DECIDE,
+            ReviewDecide(space=space, request_id=rid(), review_id=o.review_id, decision="merge"),
+        ),
+    ]
+
+
+def _check_foreign_writes(
+    db: Database, written: list[Written], names: list[str], predicates: list[str]
+) -> None:
+    """Each scope sends every write naming ids with each other scope's ids: all NOT_FOUND,
+    and no scope answers one byte differently afterwards."""
+    ids = iter(range(1 << 40, 1 << 41))
+
+    def rid() -> bytes:
+        return next(ids).to_bytes(16, "big")
+
+    before = [_snapshot(db, w) for w in written]
+    sent: set[Opcode] = set()
+    for w in written:
+        for o in written:
+            if o is w:
+                continue
+            for opcode, request in _foreign_writes(w, o, names, predicates, rid):
+                sent.add(opcode)
+                with pytest.raises(NotFound):
+                    w.run(db, opcode, request)
+    writes = {
+        opcode
+        for opcode in Opcode
+        if "request_id" in {key for key, _ in field_keys(request_class(opcode))}
+    }
+    assert sent == writes - WRITES_WITHOUT_IDS
+    assert [_snapshot(db, w) for w in written] == before
+
+
 _ALL: Final = tuple((ns, space) for ns in NAMESPACES for space in SPACES)
 
 _ONE_ARM: Final = (
@@ -367,7 +631,7 @@ def _scan_keys(path: Path, written: list[Written]) -> None:
                         ), (table, raw.hex())
     finally:
         env.close()
-    for table in (*ROW_TABLES, b"idempotency", b"statement_by_subject", b"relation_by_from"):
+    for table in FILLED_TABLES:
         assert seen[table] == set(prefixes), table
 
 
@@ -398,6 +662,9 @@ def test_no_read_crosses_a_scope(names: list[str], texts: list[str], predicates:
             assert db.wait_indexed()
             for w in written:
                 _check_reads(db, w, [o for o in written if o is not w], names, predicates)
+            for w in written:
+                _write_more(db, w, predicates)
+            _check_foreign_writes(db, written, names, predicates)
         _scan_keys(directory / "d" / "lmdb", written)
     finally:
         shutil.rmtree(directory, ignore_errors=True)

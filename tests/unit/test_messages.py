@@ -23,6 +23,7 @@ from brain.wire.messages.schema_ops import SchemaPut
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementDraft,
+    StatementList,
     StatementSupersede,
 )
 from brain.wire.messages.values import I64_MAX, I64_MIN, EntityRef, TextValue
@@ -399,6 +400,64 @@ _BAD_CASES: list[tuple[str, str, str, Callable[[Payload], None], str]] = [
         _set("merge", examples()["ENTITY_MERGE"]["request"]["keep"]),
         "merge",
     ),
+    # predicate shape: one line of visible text, no whitespace at either end
+    ("blank predicate", "STATEMENT_CREATE", "request", _set("predicate", "   "), "predicate"),
+    ("predicate newline", "STATEMENT_CREATE", "request", _set("predicate", "a\nb"), "predicate"),
+    ("predicate NUL", "STATEMENT_CREATE", "request", _set("predicate", "\x00"), "predicate"),
+    ("predicate padded", "STATEMENT_LIST", "request", _set("predicate", " works_at"), "predicate"),
+    (
+        "predicate trailing",
+        "STATEMENT_LIST",
+        "request",
+        _set("predicate", "works_at\t"),
+        "predicate",
+    ),
+    (
+        "predicate zero-width",
+        "STATEMENT_SUPERSEDE",
+        "request",
+        _set("new.predicate", "works\u200bat"),
+        "new.predicate",
+    ),
+    (
+        "predicate line separator",
+        "STATEMENT_CREATE",
+        "request",
+        _set("predicate", "a\u2028b"),
+        "predicate",
+    ),
+    (
+        "predicate too long",
+        "STATEMENT_CREATE",
+        "request",
+        _set("predicate", "p" * 1025),
+        "predicate",
+    ),
+    (
+        "declared predicate blank",
+        "SCHEMA_PUT",
+        "request",
+        _set("predicates[1].name", "\u3000"),
+        "predicates[1].name",
+    ),
+    (
+        "declared relation type control",
+        "SCHEMA_PUT",
+        "request",
+        _set("relation_types[0].name", "employed\x7fby"),
+        "relation_types[0].name",
+    ),
+    ("relation type blank", "RELATION_CREATE", "request", _set("type", " "), "type"),
+    (
+        "superseding relation type",
+        "RELATION_SUPERSEDE",
+        "request",
+        _set("new.type", "knows\r\n"),
+        "new.type",
+    ),
+    ("relation list type", "RELATION_LIST", "request", _set("type", "\x1b[0m"), "type"),
+    ("traverse type", "RELATION_TRAVERSE", "request", _set("types[1]", ""), "types[1]"),
+    ("recall predicate", "RECALL", "request", _set("predicates[0]", "works_at "), "predicates[0]"),
     ("empty alias", "ENTITY_CREATE", "request", _set("aliases[1]", ""), "aliases[1]"),
     ("attributes not a map", "ENTITY_UPDATE", "request", _set("attributes", [1]), "attributes"),
     ("bad subscribe record", "SUBSCRIBE", "request", _set("records", ["user"]), "records[0]"),
@@ -528,6 +587,27 @@ def test_merge_and_traverse_bounds_accept_the_edges() -> None:
         RelationTraverse.from_wire({"from": ID, "depth": depth})
 
 
+@pytest.mark.parametrize(
+    "predicate", ["works_at", "works at", "a", "p" * 1024, "lives-in/city", "職業", "likes 🍕"]
+)
+def test_predicate_shape_accepts_visible_text(predicate: str) -> None:
+    listed = StatementList.from_wire({"predicate": predicate})
+    assert listed.predicate == predicate
+    declared = SchemaPut.from_wire(
+        {"relation_types": [{"name": predicate, "cardinality": "one_to_one"}]}
+    )
+    assert declared.to_wire()["relation_types"] == [
+        {"name": predicate, "cardinality": "one_to_one"}
+    ]
+
+
+def test_predicate_error_says_what_is_wrong() -> None:
+    with pytest.raises(InvalidArgument, match=r"U\+000A \(Cc\) at character 1"):
+        StatementList.from_wire({"predicate": "a\nb"})
+    with pytest.raises(InvalidArgument, match="must not be blank"):
+        StatementList.from_wire({"predicate": "  "})
+
+
 def test_schema_put_may_be_empty() -> None:
     assert SchemaPut.from_wire({}).to_wire() == {}
 
@@ -537,6 +617,11 @@ def test_schema_put_may_be_empty() -> None:
 _ids = st.binary(min_size=16, max_size=16)
 _nanos = st.integers(min_value=I64_MIN, max_value=I64_MAX)
 _names = st.text(min_size=1, max_size=30)
+_predicates = st.text(
+    st.characters(exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")),
+    min_size=1,
+    max_size=30,
+).filter(lambda text: text == text.strip())
 _refs = st.one_of(
     st.fixed_dictionaries({"entity": _ids}),
     st.fixed_dictionaries({"memory": _ids}),
@@ -566,7 +651,7 @@ def _statement_creates(draw: st.DrawFn) -> Payload:
                 "request_id": _ids,
                 "kind": st.just(kind),
                 "subject": _refs,
-                "predicate": _names,
+                "predicate": _predicates,
                 "object": _values,
             },
             optional={

@@ -93,6 +93,46 @@ def test_schema_put_and_get(db: Database) -> None:
     assert isinstance(other, Schema) and other.version == 0
 
 
+def test_schema_put_that_changes_nothing_writes_nothing(db: Database) -> None:
+    """SCHEMA_PUT has no request_id: a repeat answers the version it left, takes no LSN."""
+    full = {
+        "predicates": (
+            PredicateDecl(name="lives_in", stateful=True),
+            PredicateDecl(name="born_in", kind="fact", stateful=False),
+        ),
+        "relation_types": (RelationTypeDecl(name="manages", cardinality="one_to_many"),),
+        "entity_types": ("person", "city"),
+    }
+    assert declare(db, **full) == 1
+    lsn = db.applied_lsn
+    assert declare(db, **full) == 1
+    # A part of what stands, an entity type already there, nothing at all: no change either.
+    assert declare(db, predicates=(PredicateDecl(name="lives_in", stateful=True),)) == 1
+    assert declare(db, entity_types=("city",)) == 1
+    assert declare(db) == 1
+    assert db.applied_lsn == lsn
+    # Any real change is a new version and a write: a flag, a new name, a new type.
+    assert declare(db, predicates=(PredicateDecl(name="lives_in", stateful=False),)) == 2
+    assert (
+        declare(
+            db,
+            relation_types=(
+                RelationTypeDecl(name="manages", cardinality="one_to_many", symmetric=True),
+            ),
+        )
+        == 3
+    )
+    assert declare(db, entity_types=("city", "company")) == 4
+    assert db.applied_lsn == lsn + 3
+    got = db.execute(NS, Opcode.SCHEMA_GET, SchemaGet())
+    assert isinstance(got, Schema) and got.version == 4
+    assert got.entity_types == ("person", "city", "company")
+    # A fresh space stays at version 0 after an empty put.
+    empty = db.execute(NS, Opcode.SCHEMA_PUT, SchemaPut(space="elsewhere"))
+    assert isinstance(empty, SchemaPutOk) and empty.version == 0
+    assert db.applied_lsn == lsn + 3
+
+
 def test_stateful_predicate_supersedes_automatically(db: Database) -> None:
     declare(db, predicates=(PredicateDecl(name="lives_in", stateful=True),))
     first = say(db, "Ann", "lives_in", "Oslo")

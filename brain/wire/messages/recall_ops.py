@@ -13,8 +13,8 @@ from brain.wire.messages.values import (
     Confidence,
     Id,
     Kind,
-    Name,
     Nanos,
+    Predicate,
     RecordType,
     Space,
     UInt,
@@ -92,7 +92,7 @@ class Recall(ScopedRequest):
     rrf_k: Rank | None = None
     records: Annotated[tuple[RecordType, ...], Len(1, _RECORD_TYPES)] | None = None
     kinds: Annotated[tuple[Kind, ...], Len(1, _KINDS)] | None = None
-    predicates: Annotated[tuple[Name, ...], Len(1, MAX_PREDICATE_FILTER)] | None = None
+    predicates: Annotated[tuple[Predicate, ...], Len(1, MAX_PREDICATE_FILTER)] | None = None
     valid_at: Nanos | None = None
     valid_from: Nanos | None = None
     valid_to: Nanos | None = None

@@ -21,9 +21,9 @@ from brain.wire.messages.values import (
     Cursor,
     Id,
     Limit,
-    Name,
     Nanos,
     Ref,
+    RelationType,
     Space,
     UInt,
 )
@@ -73,7 +73,7 @@ class RelationDraft(Message):
     ``confidence`` left out means 1.0, applied by the server; ``valid_from ≤
     valid_to``."""
 
-    type_: Name
+    type_: RelationType
     from_: Ref
     to: Ref
     confidence: Confidence | None = None
@@ -155,7 +155,7 @@ class RelationList(ScopedRequest):
 
     entity: Id
     direction: Direction
-    type_: Name | None = None
+    type_: RelationType | None = None
     valid_at: Nanos | None = None
     as_of: Nanos | None = None
     limit: Limit | None = None
@@ -177,7 +177,7 @@ class RelationTraverse(ScopedRequest):
     ``direction`` (absent: the server's default)."""
 
     from_: Id
-    types: Annotated[tuple[Name, ...], Len(1, MAX_TRAVERSE_TYPES)] | None = None
+    types: Annotated[tuple[RelationType, ...], Len(1, MAX_TRAVERSE_TYPES)] | None = None
     direction: Direction | None = None
     depth: Depth
     valid_at: Nanos | None = None

@@ -11,7 +11,7 @@ from typing import Annotated, Final
 
 from brain.errors import InvalidArgument
 from brain.wire.messages.common import ScopedRequest
-from brain.wire.messages.values import Kind, Name, UInt
+from brain.wire.messages.values import Kind, Name, Predicate, RelationType, UInt
 from brain.wire.schema import Choice, Len, Message, wire_message
 
 __all__ = [
@@ -36,7 +36,7 @@ Cardinality = Annotated[str, Choice(("many_to_many", "many_to_one", "one_to_many
 class PredicateDecl(Message):
     """A declared predicate: ``stateful`` keeps one current value per subject."""
 
-    name: Name
+    name: Predicate
     kind: Kind | None = None
     stateful: bool
 
@@ -45,7 +45,7 @@ class PredicateDecl(Message):
 class RelationTypeDecl(Message):
     """A declared relation type with its cardinality."""
 
-    name: Name
+    name: RelationType
     cardinality: Cardinality
     symmetric: bool | None = None
 

@@ -18,8 +18,8 @@ from brain.wire.messages.values import (
     Id,
     Kind,
     Limit,
-    Name,
     Nanos,
+    Predicate,
     Ref,
     Space,
     UInt,
@@ -68,7 +68,7 @@ class StatementDraft(Message):
 
     kind: Kind
     subject: Ref
-    predicate: Name
+    predicate: Predicate
     object_: Value
     confidence: Confidence | None = None
     evidence: EvidenceList | None = None
@@ -181,7 +181,7 @@ class StatementList(ScopedRequest):
     steps 1 to 6), ordered by ``recorded_at``. ``limit`` defaults to 100 (server)."""
 
     subject: Ref | None = None
-    predicate: Name | None = None
+    predicate: Predicate | None = None
     kind: Kind | None = None
     valid_at: Nanos | None = None
     as_of: Nanos | None = None

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from brain.wire.schema import Choice, Finite, Len, Message, Range, TextPattern, wire_message
+from brain.wire.schema import (
+    Choice,
+    Finite,
+    Label,
+    Len,
+    Message,
+    Range,
+    TextPattern,
+    wire_message,
+)
 
 __all__ = [
     "Confidence",
@@ -17,11 +26,14 @@ __all__ = [
     "Id",
     "Limit",
     "MAX_LIST_LIMIT",
+    "MAX_PREDICATE_CHARS",
     "MemoryRef",
     "Nanos",
     "NameRef",
     "PendingRef",
+    "Predicate",
     "Ref",
+    "RelationType",
     "Sha256",
     "Space",
     "SubjectRef",
@@ -38,7 +50,11 @@ MAX_LIST_LIMIT: Final = 1000
 """Largest page a list operation returns (WIRE.md §8, STATEMENT_LIST)."""
 
 MAX_NAME_CHARS: Final = 1024
-"""Longest entity name, alias, predicate or type: names are labels, not documents."""
+"""Longest entity name, alias or entity type: names are labels, not documents."""
+
+MAX_PREDICATE_CHARS: Final = 1024
+"""Longest predicate or relation type: a vocabulary word, compared and hashed on
+every write of it, not a sentence."""
 
 MAX_CURSOR_BYTES: Final = 1024
 """Longest list cursor: an opaque server token of a few dozen bytes in practice."""
@@ -68,7 +84,17 @@ Space = Annotated[str, TextPattern(r"[a-z0-9_.\-]{1,64}", "1-64 characters of [a
 """A space name within the key's namespace (WIRE.md §4)."""
 
 Name = Annotated[str, Len(1, MAX_NAME_CHARS)]
-"""An entity name, alias, predicate or type label."""
+"""An entity name, alias or entity type. Stored predicates and relation types are
+shown as ``Name`` in answers, so a record stored before the :data:`Predicate`
+rule still reads."""
+
+Predicate = Annotated[str, Len(1, MAX_PREDICATE_CHARS), Label()]
+"""A statement predicate: one line of visible text with no whitespace at either
+end (:class:`~brain.wire.schema.Label`), so ``"works_at"`` and ``" works_at"``
+cannot become two predicates that look alike."""
+
+RelationType = Annotated[str, Len(1, MAX_PREDICATE_CHARS), Label()]
+"""A relation type: the same shape as a predicate."""
 
 Kind = Annotated[str, Choice(("fact", "preference", "event"))]
 """A statement kind."""
