@@ -2,7 +2,10 @@
 tombstone, retract, merge, unmerge and review decision.
 
 An entry records who (the key id of the request), what (the operation and the
-record ids), when (its record time) and why (the reason given, if any). Its
+record ids), when (its record time) and why (the reason given, if any). An
+entry whose operation reached further records than it names (a forget that
+tombstones or retracts the statements citing the memory) lists those in
+``cascaded``. Its
 key is ``scope ‖ recorded_at ‖ lsn ‖ entry id``: scoped like every key, and in
 time order within the scope. Entries are never changed or removed.
 """
@@ -35,8 +38,10 @@ def audit_entry(
     records: list[bytes],
     *,
     reason: str | None = None,
+    cascaded: list[bytes] | None = None,
 ) -> Change:
-    """One audit entry for a write planned in ``ctx``."""
+    """One audit entry for a write planned in ``ctx``; ``cascaded`` names the records
+    the operation changed as a consequence (kept only when there are some)."""
     entry: dict[str, object] = {
         "namespace": scope.namespace,
         "space": scope.space,
@@ -48,6 +53,8 @@ def audit_entry(
     }
     if reason is not None:
         entry["reason"] = reason
+    if cascaded:
+        entry["cascaded"] = cascaded
     # A fresh id ends the key: the writes of one transaction share a record time and
     # an LSN, and each of their entries must stand.
     key = scope.key(ctx.record_time.to_bytes(8, "big"), ctx.lsn.to_bytes(8, "big"), ctx.ids.new())

@@ -4,12 +4,17 @@ Storage, every key scope-prefixed:
 
 - ``entities``: ``entity_id`` → the row: ``namespace``, ``space``, ``name``,
   ``type``?, ``aliases``, ``attributes``, ``created_at``, ``merged_into``?,
-  ``tombstoned_at``? and ``merge_height``? (the longest chain of merges that
-  ends at this entity, present once it is above zero);
+  ``moved``? (while merged away: the normalised names its merge gave the kept
+  entity), ``tombstoned_at``? and ``merge_height``? (the longest chain of
+  merges that ends at this entity, present once it is above zero);
 - ``entity_by_name``: ``name key ‖ 0x00 ‖ entity_id`` → ``b""`` for the
   normalised name and every normalised alias of each entity that is not merged
-  away. Tombstoned entities keep their rows (resolution skips them), so the
-  index is a function of the entity row alone: :func:`index_names`.
+  away, and for a merged-away one the names its merge moved to the kept entity
+  (``moved`` in its row): the name still names it, and a write through that
+  name stores its id, which answers as the kept one while the merge stands
+  (:func:`brain.engine.refs.resolve_for_write`). Tombstoned entities keep their
+  rows (resolution skips them), so the index is a function of the entity row
+  alone: :func:`index_names`.
 
 Names are compared case- and space-normalised (casefolded, runs of white space
 made one space, trimmed). A name key is the normalised name's UTF-8, or, when
@@ -54,6 +59,7 @@ __all__ = [
     "is_live",
     "name_key",
     "name_of_key",
+    "name_owners",
     "new_row",
     "normalise_name",
     "row_change",
@@ -229,9 +235,14 @@ def type_matches(row: dict[str, object], type_: str | None) -> bool:
 
 
 def index_names(row: dict[str, object] | None) -> set[str]:
-    """The normalised names the index holds for ``row``: none once it is merged away."""
-    if row is None or row.get("merged_into") is not None:
+    """The normalised names the index holds for ``row``: once it is merged away, only
+    those its merge moved to the kept entity (none for a merge that predates ``moved``)."""
+    if row is None:
         return set()
+    if row.get("merged_into") is not None:
+        moved = row.get("moved", [])
+        assert isinstance(moved, list)
+        return {str(normal) for normal in moved}
     return {normalise_name(str(row["name"]))} | {normalise_name(a) for a in aliases_of(row)}
 
 
@@ -282,20 +293,18 @@ def canonical_entity(store: Store, txn: lmdb.Transaction, scope: Scope, entity_i
 # --- names --------------------------------------------------------------------------------
 
 
-def exact_candidates(
-    store: Store, txn: lmdb.Transaction, scope: Scope, name: str, type_: str | None
-) -> tuple[list[tuple[bytes, dict[str, object]]], list[tuple[bytes, dict[str, object]]]]:
-    """Live entities whose normalised name (first list) or an alias (second list) equals
-    ``name`` normalised, and that fit ``type_``; each list in id order."""
-    normal = normalise_name(name)
-    exact: list[tuple[bytes, dict[str, object]]] = []
-    alias: list[tuple[bytes, dict[str, object]]] = []
+def name_owners(
+    store: Store, txn: lmdb.Transaction, scope: Scope, normal: str
+) -> list[tuple[bytes, dict[str, object]]]:
+    """Every entity the index holds the normalised name ``normal`` for, in any state
+    (tombstoned and merged-away ones included), in id order."""
+    owners: list[tuple[bytes, dict[str, object]]] = []
     if not normal:
-        return exact, alias
+        return owners
     prefix = scope.key(name_key(normal), b"\x00")
     cursor = txn.cursor(db=store.table(BY_NAME))
     if not cursor.set_range(prefix):
-        return exact, alias
+        return owners
     for key, _ in cursor:
         raw = bytes(key)
         if not raw.startswith(prefix):
@@ -305,7 +314,21 @@ def exact_candidates(
             continue
         entity_id = raw[len(prefix) :]
         row = entity_row(store, txn, scope, entity_id)
-        if row is None or not is_live(row) or not type_matches(row, type_):
+        if row is not None:
+            owners.append((entity_id, row))
+    return owners
+
+
+def exact_candidates(
+    store: Store, txn: lmdb.Transaction, scope: Scope, name: str, type_: str | None
+) -> tuple[list[tuple[bytes, dict[str, object]]], list[tuple[bytes, dict[str, object]]]]:
+    """Live entities whose normalised name (first list) or an alias (second list) equals
+    ``name`` normalised, and that fit ``type_``; each list in id order."""
+    normal = normalise_name(name)
+    exact: list[tuple[bytes, dict[str, object]]] = []
+    alias: list[tuple[bytes, dict[str, object]]] = []
+    for entity_id, row in name_owners(store, txn, scope, normal):
+        if not is_live(row) or not type_matches(row, type_):
             continue
         if normalise_name(str(row["name"])) == normal:
             exact.append((entity_id, row))

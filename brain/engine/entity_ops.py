@@ -24,10 +24,14 @@ Decisions where the wire spec is silent:
   name. The cursor is the last id returned.
 - **ENTITY_MERGE** needs two distinct live entities. The merged one gets
   ``merged_into``; its name and aliases become aliases of the kept one (minus
-  those the kept one already answers to) and leave the merged row, whose name
-  index rows are deleted. Types and attributes of the kept entity do not
-  change. The merge record (table ``entity_merges``) holds both rows and
-  their index names before and after.
+  those the kept one already answers to) and leave the merged row's
+  ``aliases``. The names that moved are listed in the merged row's ``moved``
+  and keep their name index rows pointing at it, so a write naming one of
+  them stores the merged id, which answers as the kept entity until an
+  unmerge (:func:`brain.engine.refs.resolve_for_write`); its other index rows
+  are deleted. Types and attributes of the kept entity do not change. The
+  merge record (table ``entity_merges``) holds both rows and their index
+  names before and after.
 - **ENTITY_UNMERGE** puts back exactly the rows and index rows from before
   the merge. It answers CONFLICT when either entity changed after the merge
   (the kept one updated, tombstoned, merged again or given another merge),
@@ -68,6 +72,7 @@ from brain.engine.scope import Scope
 from brain.engine.store.env import Store
 from brain.engine.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
+from brain.retrieval.indexing import reindex_entity_documents
 from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
     EntityCreate,
@@ -203,6 +208,8 @@ def plan_update(
         updated["attributes"] = check_attributes(dict(request.attributes), "attributes")
     changes: list[Change] = [row_change(scope, request.id, updated)]
     changes += index_changes(scope, request.id, index_names(row), index_names(updated))
+    if updated["name"] != row["name"]:  # the statements naming it have new words
+        changes += reindex_entity_documents(ctx, scope, [ENTITY_TAG + request.id])
     return changes, EntityUpdateOk(entity=to_entity(request.id, updated))
 
 
@@ -256,6 +263,9 @@ def merge_changes(
     new_merged = dict(merged)
     new_merged["aliases"] = []
     new_merged["merged_into"] = keep_id
+    # The names new to the kept entity stay indexed under the merged one too: a write
+    # through one of them stores the merged id, so the unmerge can give it back.
+    new_merged["moved"] = sorted(index_names(merged) - index_names(keep))
     record_id = ctx.ids.new()
     record = {
         "keep": keep_id,
@@ -277,6 +287,7 @@ def merge_changes(
         absorb(scope, keep_id, ENTITY_TAG + merged_id),
         audit_entry(ctx, scope, "entity_merge", [record_id, keep_id, merged_id]),
     ]
+    changes += reindex_entity_documents(ctx, scope, [ENTITY_TAG + merged_id])
     return record_id, changes
 
 
@@ -339,6 +350,7 @@ def plan_unmerge(
     restored.append(Put(MERGES, scope.key(request.merge_id), cbor.encode(done)))
     ids = [request.merge_id, _id_field(record, "keep"), _id_field(record, "merge")]
     restored.append(audit_entry(ctx, scope, "entity_unmerge", ids))
+    restored += reindex_entity_documents(ctx, scope, [ENTITY_TAG + _id_field(record, "merge")])
     return restored, EntityUnmergeOk(lsn=ctx.lsn)
 
 

@@ -9,6 +9,10 @@
   ENCODE of the same text into the same space then answers ``FORGOTTEN``
   unless it sets ``override_forgotten`` (which is audited).
 
+The audit entry (``forget_soft`` / ``forget_hard``) names the memories in
+``records`` and the statements this forget tombstoned or retracted in
+``cascaded``, in the order they were reached.
+
 Either way the memory leaves the deduplication index, so encoding its text
 again (where allowed) makes a new memory. A soft forget can be followed by a
 hard one; a repeat at the same or a weaker strength changes nothing and
@@ -104,7 +108,7 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
             updated.pop("vector", None)
             changes += unindex_document(ctx, scope, MEMORY_DOC + memory_id)
         changes.append(Put(MEMORIES, scope.key(memory_id), cbor.encode(updated)))
-    affected = 0
+    cascaded: list[bytes] = []
     done: set[bytes] = set()
     forgotten_now = set(targets)
     for memory_id in targets:
@@ -120,12 +124,13 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
                 changes += statements.tombstone_changes(ctx, scope, statement, "source_forgotten")
             else:
                 continue
-            affected += 1
-    changes.append(audit_entry(ctx, scope, f"forget_{request.mode}", list(targets)))
+            cascaded.append(statement.id)
+    operation = f"forget_{request.mode}"
+    changes.append(audit_entry(ctx, scope, operation, list(targets), cascaded=cascaded))
     answer = ForgetOk(
         memory_id=request.memory,
         lsn=ctx.lsn,
         already_forgotten=False,
-        statements_tombstoned=affected,
+        statements_tombstoned=len(cascaded),
     )
     return changes, answer

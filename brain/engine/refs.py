@@ -15,6 +15,13 @@ for every merged entity and every decided pending name, so reading an entity's
 records reads the records stored under every key that answers as it
 (:func:`keys_answering_as`).
 
+Writes keep what the request named, so that an unmerge restores exactly: an
+``{"entity": id}`` of a merged-away entity stores that id (the end of its
+chain must be live), and a name that a merge moved from the merged entity to
+the kept one stores the merged entity's id (:func:`named_owner`). Either
+answers as the kept entity while the merge stands, like records written
+before it.
+
 Name refs in writes (:func:`resolve_for_write`): the exact normalised name,
 else an alias, as WIRE.md §8 says; when nothing matches, a new entity is
 created, unless the fuzzy tier (:mod:`brain.engine.resolution`) finds a tie, in
@@ -33,14 +40,17 @@ import lmdb
 
 from brain.engine.entities import (
     ENTITY_ID_BYTES,
+    MAX_MERGE_HOPS,
     canonical_entity,
     entity_row,
     exact_candidates,
     index_changes,
     index_names,
+    name_owners,
     new_row,
     normalise_name,
     row_change,
+    type_matches,
 )
 from brain.engine.plan import Change, Delete, Put
 from brain.engine.resolution import is_ambiguous, resolve_name, tied
@@ -63,6 +73,7 @@ __all__ = [
     "absorb",
     "answers_as",
     "keys_answering_as",
+    "named_owner",
     "pending_name_key",
     "ref_of_key",
     "release",
@@ -169,7 +180,8 @@ def resolve_for_write(
     """The subject key ``ref`` names in a write, and the changes that makes: a new
     entity for a new name, or an ``ambiguous_entity`` review item for a tie.
 
-    An entity that was merged away answers as the entity it was merged into."""
+    An entity that was merged away is stored as named (the end of its chain must
+    be live); it answers as that end until an unmerge."""
     store, txn = ctx.store, ctx.txn
     if isinstance(ref, EntityRef):
         if entity_row(store, txn, scope, ref.entity) is None:
@@ -177,7 +189,7 @@ def resolve_for_write(
         canonical = canonical_entity(store, txn, scope, ref.entity)
         if not _live_entity(store, txn, scope, canonical):
             raise Conflict(f"entity {canonical.hex()} is tombstoned", field=field)
-        return ENTITY_TAG + canonical, []
+        return ENTITY_TAG + ref.entity, []
     if isinstance(ref, MemoryRef):
         if txn.get(scope.key(ref.memory), db=store.table(MEMORIES)) is None:
             raise NotFound(f"no memory {ref.memory.hex()} in space {scope.space!r}", field=field)
@@ -187,7 +199,8 @@ def resolve_for_write(
     )
     if matches and not is_ambiguous(matches, ctx.resolution):
         if matches[0].tier != "fuzzy":
-            return ENTITY_TAG + matches[0].entity_id, []
+            owner = named_owner(store, txn, scope, ref, matches[0].entity_id)
+            return ENTITY_TAG + owner, []
     elif matches:
         return _pending(ctx, scope, ref, tied(matches, ctx.resolution))
     entity_id = ctx.ids.new()
@@ -197,6 +210,43 @@ def resolve_for_write(
     changes: list[Change] = [row_change(scope, entity_id, row)]
     changes += index_changes(scope, entity_id, set(), index_names(row))
     return ENTITY_TAG + entity_id, changes
+
+
+def _chain(store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes) -> list[bytes]:
+    """``entity_id`` and every entity its chain of merges passes through, to the end."""
+    chain = [entity_id]
+    for _ in range(MAX_MERGE_HOPS + 1):
+        row = entity_row(store, txn, scope, chain[-1])
+        target = None if row is None else row.get("merged_into")
+        if not isinstance(target, bytes):
+            return chain
+        chain.append(target)
+    # ENTITY_MERGE refuses chains longer than MAX_MERGE_HOPS, so this is a bug.
+    raise Internal(f"entity {entity_id.hex()} has a merge chain longer than {MAX_MERGE_HOPS}")
+
+
+def named_owner(
+    store: Store, txn: lmdb.Transaction, scope: Scope, ref: NameRef, kept: bytes
+) -> bytes:
+    """The entity a write through ``ref`` stores, once the name resolved to the live
+    entity ``kept``: the merged-away entity the name belonged to before a merge moved
+    it to ``kept``, else ``kept``.
+
+    A name moves up a chain of merges only to an entity that did not answer to it,
+    so the entities holding it that answer as ``kept`` lie on one chain; the one
+    furthest from ``kept`` had it first. When they do not lie on one chain (the kept
+    entity was renamed between merges), the write stores ``kept``."""
+    holders = [
+        entity_id
+        for entity_id, row in name_owners(store, txn, scope, normalise_name(ref.name))
+        if row.get("merged_into") is not None
+        and type_matches(row, ref.type_)
+        and canonical_entity(store, txn, scope, entity_id) == kept
+    ]
+    for holder in holders:
+        if set(holders) <= set(_chain(store, txn, scope, holder)):
+            return holder
+    return kept
 
 
 def _pending(

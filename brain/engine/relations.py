@@ -176,13 +176,14 @@ def _conflicting(
     if cardinality not in CARDINALITIES:
         raise Internal(f"relation type {type_!r} has an unknown cardinality {cardinality!r}")
     found: set[bytes] = set()
-    # An end's relations include those stored under every key that answers as it.
+    # An end's relations include those stored under every key that answers as what
+    # the end answers as (an end may name a merged-away entity).
     for marker, key, constrained in (
         (FROM_END, from_key, (MANY_TO_ONE, ONE_TO_ONE)),
         (TO_END, to_key, (ONE_TO_MANY, ONE_TO_ONE)),
     ):
         if cardinality in constrained:
-            keys = keys_answering_as(store, txn, scope, key)
+            keys = keys_answering_as(store, txn, scope, answers_as(store, txn, scope, key))
             found |= current_ids(store, txn, scope, marker=marker, end_keys=keys, type_=type_)
     return found
 
@@ -285,7 +286,8 @@ def plan_supersede(
     draft = request.new
     check_citations(ctx.store, ctx.txn, scope, draft.evidence or (), "new.")
     from_key, to_key, changes = _resolve_ends(ctx, scope, draft, "new.")
-    if from_key != answers_as(ctx.store, ctx.txn, scope, old.end("from")):
+    answered = answers_as(ctx.store, ctx.txn, scope, from_key)
+    if answered != answers_as(ctx.store, ctx.txn, scope, old.end("from")):
         raise InvalidArgument("a new version must have the same from entity", field="new.from")
     others = _conflicting(ctx, scope, draft.type_, from_key, to_key) - {old.id}
     if others:

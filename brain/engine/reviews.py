@@ -56,6 +56,7 @@ from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.statement_reads import scan_ids
 from brain.engine.writer import PlanContext, staged
 from brain.errors import Conflict, InvalidArgument, NotFound
+from brain.retrieval.indexing import reindex_entity_documents
 from brain.wire import cbor
 from brain.wire.messages.review_ops import (
     ReviewDecide,
@@ -235,6 +236,7 @@ def _decide_name(
         )
         changes.append(row_change(scope, chosen, made))
         changes += index_changes(scope, chosen, set(), index_names(made))
+    changes += reindex_entity_documents(ctx, scope, [PENDING_TAG + review_id])
     changes.append(absorb(scope, chosen, PENDING_TAG + review_id))
     changes.append(Delete(PENDING_BY_NAME, pending_name_key(scope, name, type_)))
     return changes, chosen

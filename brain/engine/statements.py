@@ -34,7 +34,13 @@ from brain.engine.audit import audit_entry
 from brain.engine.filters import RowTimes, validity_at
 from brain.engine.memories import check_citations
 from brain.engine.plan import Change, Delete, Put
-from brain.engine.refs import answers_as, keys_answering_as, ref_of_key, resolve_for_write
+from brain.engine.refs import (
+    ENTITY_TAG,
+    answers_as,
+    keys_answering_as,
+    ref_of_key,
+    resolve_for_write,
+)
 from brain.engine.review_queue import queue_review
 from brain.engine.schema import load_schema
 from brain.engine.scope import Scope
@@ -71,6 +77,7 @@ __all__ = [
     "plan_tombstone",
     "get_loaded",
     "predicate_hash",
+    "shown_object",
     "statement_times",
     "to_message",
 ]
@@ -152,8 +159,9 @@ def to_message(
     assert isinstance(subject, bytes)
     if store is not None and txn is not None:
         # The statements of a merged entity answer as the kept one's, those of a
-        # decided name as the chosen entity's (SEMANTICS.md §7).
+        # decided name as the chosen entity's (SEMANTICS.md §7); so do object values.
         subject = answers_as(store, txn, scope, subject)
+        wire["object"] = shown_object(store, txn, scope, c["object"])
     wire["subject"] = ref_of_key(subject).to_wire()
     start, end = validity_at(statement_times(loaded), believed_at)
     if start is not None:
@@ -249,6 +257,15 @@ def _insert(
     return changes
 
 
+def shown_object(store: Store, txn: lmdb.Transaction, scope: Scope, value: object) -> object:
+    """A stored object value as answers show it: ``{"entity": id}`` of a merged-away
+    entity as the end of its merge chain, anything else as stored."""
+    target = value.get("entity") if isinstance(value, dict) else None
+    if not isinstance(target, bytes):
+        return value
+    return {"entity": answers_as(store, txn, scope, ENTITY_TAG + target)[1:]}
+
+
 def _object_entity(row: dict[str, object]) -> bytes | None:
     """The entity a statement's object names, if it names one."""
     value = row.get("object")
@@ -301,10 +318,16 @@ def _canonical_subject(ctx: PlanContext, scope: Scope, subject: object) -> bytes
     return answers_as(ctx.store, ctx.txn, scope, subject)
 
 
+def _shown(ctx: PlanContext, scope: Scope, value: object) -> object:
+    return shown_object(ctx.store, ctx.txn, scope, value)
+
+
 def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) -> list[bytes]:
     """The current statements of ``subject`` and ``predicate`` (including those stored
-    under every key that answers as it), oldest id first per subject key."""
-    subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
+    under every key that answers as what ``subject`` answers as), oldest id first per
+    subject key."""
+    answered = answers_as(ctx.store, ctx.txn, scope, subject)
+    subjects = keys_answering_as(ctx.store, ctx.txn, scope, answered)
     cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
     found: list[bytes] = []
     for each in subjects:
@@ -354,7 +377,9 @@ def plan_create(
             changes += superseded_changes(ctx, scope, old, statement_id, request.valid_from)
     else:
         decl = schema.predicate(request.predicate)
-        differing = [c.id for c in current if c.content.get("object") != request.object_.to_wire()]
+        # Objects compare as answers show them: an entity and one merged into it agree.
+        said = _shown(ctx, scope, request.object_.to_wire())
+        differing = [c.id for c in current if _shown(ctx, scope, c.content.get("object")) != said]
         if decl is not None and decl.get("kind") == "fact" and differing:
             _, queued = queue_review(ctx, scope, "contradiction", [*differing, statement_id])
             changes += queued
@@ -397,7 +422,10 @@ def plan_supersede(
     draft = request.new
     _check_references(ctx, scope, draft, "new.")
     subject, changes = resolve_for_write(ctx, scope, draft.subject, "new.subject")
-    if subject != _canonical_subject(ctx, scope, old.content["subject"]):
+    same = _canonical_subject(ctx, scope, subject) == _canonical_subject(
+        ctx, scope, old.content["subject"]
+    )
+    if not same:
         raise InvalidArgument("a new version must have the same subject", field="new.subject")
     statement_id = ctx.ids.new()
     version = int(str(old.content["version"])) + 1

@@ -4,12 +4,18 @@ A document is a statement or a memory of one scope, named by a *document key*:
 a tag byte (``s`` statement, ``m`` memory) and the record's 16-byte id.
 
 A memory's text is its own. A statement's text is ``subject predicate
-object`` with names resolved: the subject entity's name (a pending name's
-text; nothing for a memory subject), the predicate with underscores read as
-spaces (``works_at`` → ``works at``), and the object's entity name, text, or
-number, truth value or ISO 8601 date as written. The text is taken when the
-statement is written; renaming an entity later does not re-index the
-statements that name it.
+object`` with names resolved: the name of the entity the subject answers as
+(a pending name's text while it waits; nothing for a memory subject), the
+predicate with underscores read as spaces (``works_at`` → ``works at``), and
+the name of the entity the object answers as, or its text, number, truth
+value or ISO 8601 date as written.
+
+The text is taken when the statement is written, and again whenever a write
+changes what an entity it names is called (a rename, a merge or unmerge, a
+decided pending name): that write queues the statement for re-indexing
+(:func:`brain.retrieval.indexing.reindex_entity_documents`) and the indexer
+calls :func:`document_text` for its current text. A recall, as of any
+instant, searches that current text (spec/04 §1).
 """
 
 from __future__ import annotations

@@ -18,6 +18,16 @@ before it.
 
 The embedding happens off the writer thread: writes are acknowledged without
 waiting for it, and the indexer catches up in batches.
+
+A re-index entry (:data:`~brain.retrieval.indexing.REINDEX`: an entity the
+statement names was renamed, merged or unmerged) is read the same way, with
+the document's current text and its stored ``lex_docs`` row. When the tokens
+are unchanged and the document has a vector, the round only consumes the
+entry. Otherwise its write also swaps the postings (the old ones removed, the
+new ones indexed; skipped for the next round if the row it read changed) and
+puts the new vector under the document's existing label, which the HNSW index
+updates in place; a document without a vector yet gets a new label as for an
+ADD.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+import lmdb
 import numpy as np
 from numpy.typing import NDArray
 
@@ -37,8 +48,9 @@ from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.store.env import Store
 from brain.engine.store.meta import get_progress
 from brain.engine.writer import PlanContext, Writer
+from brain.retrieval import lexical
 from brain.retrieval.documents import MEMORY_DOC, document_text
-from brain.retrieval.indexing import ADD, REMOVE
+from brain.retrieval.indexing import REINDEX, REMOVE, queued_scope
 from brain.retrieval.vectors import (
     EMBED_QUEUE,
     LABEL_BYTES,
@@ -74,6 +86,13 @@ class _Entry:
     value: bytes
     vector: NDArray[np.float32] | None = None
     text: str | None = None
+    scope: Scope | None = None
+    lexical: list[Change] | None = None
+    """A re-index whose tokens changed: the postings of the new text."""
+    lex_row: bytes | None = None
+    """The ``lex_docs`` row :attr:`lexical` replaces, as read."""
+    unchanged: bool = False
+    """A re-index whose tokens did not change, of a document already embedded."""
 
     @property
     def prefix(self) -> bytes:
@@ -83,6 +102,10 @@ class _Entry:
     def doc(self) -> bytes:
         return self.key[SCOPE_PREFIX_BYTES:]
 
+    @property
+    def needs_embedding(self) -> bool:
+        return self.vector is None and self.text is not None and not self.unchanged
+
 
 @dataclass(slots=True)
 class _Applied:
@@ -90,6 +113,7 @@ class _Applied:
 
     lsn: int = 0
     added: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
+    replaced: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
     removed: dict[bytes, list[int]] = field(default_factory=dict)
     skipped: int = 0
 
@@ -190,18 +214,33 @@ class Indexer:
                     break
                 entries.append(_Entry(bytes(key), bytes(value)))
             for entry in entries:
-                if entry.value[:1] != ADD:
-                    continue
-                names = cbor.decode(entry.value[1:])
-                assert isinstance(names, list) and len(names) == 2
-                scope = Scope(str(names[0]), str(names[1]))
-                if entry.doc[:1] == MEMORY_DOC:
-                    own = _client_vector(self._store, txn, scope, entry.doc)
-                    if own is not None:
-                        entry.vector = own
-                        continue
-                entry.text = document_text(self._store, txn, scope, entry.doc)
+                if entry.value[:1] != REMOVE:
+                    self._prepare(txn, entry)
         return applied, entries
+
+    def _prepare(self, txn: lmdb.Transaction, entry: _Entry) -> None:
+        """Read what an ADD or REINDEX entry needs: the client's vector or the text to
+        embed and, for a re-index, whether its tokens changed (skipping the embedding
+        when they did not and the document has its vector)."""
+        scope = entry.scope = queued_scope(entry.value)
+        store = self._store
+        if entry.doc[:1] == MEMORY_DOC:
+            entry.vector = _client_vector(store, txn, scope, entry.doc)
+        reindex = entry.value[:1] == REINDEX
+        if entry.vector is not None and not reindex:
+            return
+        entry.text = document_text(store, txn, scope, entry.doc)
+        if not reindex:
+            return
+        if entry.text is None:
+            entry.vector = None  # gone: its removal takes it out of the indexes
+            return
+        entry.lex_row = lexical.doc_row_of(store, txn, scope, entry.doc)
+        if lexical.doc_row(entry.text) != entry.lex_row:
+            entry.lexical = lexical.index_changes(scope, entry.doc, entry.text)
+        elif txn.get(entry.key, db=store.table(VECTORS)) is not None:
+            # The same words: the postings and the vector stand.
+            entry.unchanged, entry.vector = True, None
 
     def _round(self) -> bool:
         """One round; True when there may be more to do at once."""
@@ -209,7 +248,7 @@ class Indexer:
         if not entries:
             self._reached(applied)
             return False
-        needing = [e for e in entries if e.vector is None and e.text is not None]
+        needing = [e for e in entries if e.needs_embedding]
         if needing:
             vectors = self._embedder.embed([e.text or "" for e in needing])
             for entry, vector in zip(needing, vectors, strict=True):
@@ -217,24 +256,26 @@ class Indexer:
         outcome = _Applied()
         dims = self._embedder.dimensions
         self._writer.submit(lambda ctx: _plan(ctx, entries, outcome, dims)).result()
-        for prefix in set(outcome.added) | set(outcome.removed):
+        for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
             self.indexes.apply(
-                prefix, outcome.lsn, outcome.added.get(prefix, []), outcome.removed.get(prefix, [])
+                prefix,
+                outcome.lsn,
+                outcome.added.get(prefix, []),
+                outcome.removed.get(prefix, []),
+                outcome.replaced.get(prefix, []),
             )
         self.rounds += 1
         self.embedded += sum(len(v) for v in outcome.added.values())
+        self.embedded += sum(len(v) for v in outcome.replaced.values())
         if len(entries) < MAX_INDEX_BATCH and not outcome.skipped:
             self._reached(applied)
         return True
 
 
 def _client_vector(
-    store: Store, txn: object, scope: Scope, doc: bytes
+    store: Store, txn: lmdb.Transaction, scope: Scope, doc: bytes
 ) -> NDArray[np.float32] | None:
     """The vector a client gave with ENCODE, if it did."""
-    import lmdb
-
-    assert isinstance(txn, lmdb.Transaction)
     raw = txn.get(scope.key(doc[1:]), db=store.table(_MEMORIES))
     if raw is None:
         return None
@@ -248,8 +289,9 @@ def _client_vector(
 
 
 def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions: int) -> Plan:
-    """The logged write of one round: vectors in, queue entries out."""
-    outcome.added, outcome.removed, outcome.skipped = {}, {}, 0
+    """The logged write of one round: vectors in (a re-indexed document's under its
+    own label), re-indexed postings swapped, queue entries out."""
+    outcome.added, outcome.replaced, outcome.removed, outcome.skipped = {}, {}, {}, 0
     outcome.lsn = ctx.lsn
     store, txn = ctx.store, ctx.txn
     queue = store.table(EMBED_QUEUE)
@@ -260,18 +302,38 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
         if current is None or bytes(current) != entry.value:
             outcome.skipped += 1  # changed since it was read: the next round sees it
             continue
+        if entry.lexical is not None:
+            assert entry.scope is not None
+            if lexical.doc_row_of(store, txn, entry.scope, entry.doc) != entry.lex_row:
+                outcome.skipped += 1  # the postings changed since they were read
+                continue
         changes.append(Delete(EMBED_QUEUE, entry.key))
         prefix = entry.prefix
         if entry.value[:1] == REMOVE:
             label = int.from_bytes(entry.value[1 : 1 + LABEL_BYTES], "big")
             outcome.removed.setdefault(prefix, []).append(label)
             continue
+        if entry.lexical is not None:
+            assert entry.scope is not None
+            # Remove first: a term of both texts is deleted, then put with its new
+            # frequency and length; the counters net out and each term's version rises.
+            changes += lexical.remove_changes(store, txn, entry.scope, entry.doc)
+            changes += entry.lexical
         if entry.vector is None:
-            continue  # the document is gone (retracted, forgotten): nothing to embed
+            continue  # gone (retracted, forgotten), or re-indexed to the same tokens
         if entry.vector.shape != (dimensions,):
             # ENCODE refuses such vectors; one logged before that rule must not stop
             # the indexer for good.
             log.error("document %s has a vector of the wrong length; not indexed", entry.key.hex())
+            continue
+        values = entry.vector.astype("<f4").tobytes()
+        stored = txn.get(entry.key, db=store.table(VECTORS))
+        if stored is not None:
+            # A re-index: the same label, a new vector (hnswlib updates it in place).
+            raw_label = bytes(stored)[:LABEL_BYTES]
+            changes.append(Put(VECTORS, entry.key, raw_label + values))
+            replaced = (int.from_bytes(raw_label, "big"), entry.vector)
+            outcome.replaced.setdefault(prefix, []).append(replaced)
             continue
         if prefix not in next_labels:
             start = scope_state(store, txn, prefix).get("next_label", 0)
@@ -280,11 +342,10 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
         label = next_labels[prefix]
         next_labels[prefix] = label + 1
         raw_label = label.to_bytes(LABEL_BYTES, "big")
-        values = entry.vector.astype("<f4").tobytes()
         changes.append(Put(VECTORS, entry.key, raw_label + values))
         changes.append(Put(VECTOR_LABELS, prefix + raw_label, entry.doc))
         outcome.added.setdefault(prefix, []).append((label, entry.vector))
-    for prefix in set(outcome.added) | set(outcome.removed):
+    for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
         state = scope_state(store, txn, prefix)
         state["next_label"] = next_labels.get(prefix, state.get("next_label", 0))
         state["lsn"] = ctx.lsn

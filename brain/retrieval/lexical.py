@@ -5,7 +5,8 @@ the records they index:
 
 - ``lex_postings``: ``S ‖ term hash ‖ doc key`` → ``u32 tf ‖ u32 doc length``;
 - ``lex_docs``: ``S ‖ doc key`` → the document's length and its ``[term hash,
-  tf]`` pairs, so that it can be removed without its text (a hard forget);
+  tf]`` pairs, so that it can be removed without its text (a hard forget), and
+  so that a re-index can tell whether the text's tokens changed at all;
 - ``lex_stats``: ``S ‖ "docs"`` and ``S ‖ "tokens"``, counters of the indexed
   documents and their total length, and ``S ‖ "v:" ‖ term hash``, each term's
   version (one more with every write that adds or removes one of its postings,
@@ -51,6 +52,8 @@ __all__ = [
     "STATS",
     "TERM_HASH_BYTES",
     "corpus_size",
+    "doc_row",
+    "doc_row_of",
     "index_changes",
     "remove_changes",
     "search",
@@ -82,17 +85,42 @@ def _term_hash(term: str) -> bytes:
     return hashlib.blake2b(term.encode("utf-8"), digest_size=TERM_HASH_BYTES).digest()
 
 
-def index_changes(scope: Scope, key: bytes, text: str) -> list[Change]:
-    """The changes that index document ``key`` with ``text`` (once per document)."""
+def _terms(text: str) -> tuple[int, list[tuple[bytes, int]]]:
+    """The length of ``text`` in tokens and its ``(term hash, tf)`` pairs, sorted."""
     counts = Counter(_term_hash(t) for t in tokenize(text))
-    length = sum(counts.values())
+    return sum(counts.values()), sorted(counts.items())
+
+
+def _encode_row(length: int, terms: list[tuple[bytes, int]]) -> bytes:
+    return cbor.encode([length, [[th, tf] for th, tf in terms]])
+
+
+def doc_row(text: str) -> bytes:
+    """The ``lex_docs`` value of a document with ``text``: its length and sorted
+    ``[term hash, tf]`` pairs. Two texts have equal rows exactly when their token
+    multisets are equal (up to a term hash collision), so comparing a stored row
+    with this one tells, without touching a posting, whether re-indexing a
+    document would change anything."""
+    return _encode_row(*_terms(text))
+
+
+def doc_row_of(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> bytes | None:
+    """The stored ``lex_docs`` value of document ``key`` (None when it is not indexed)."""
+    raw = txn.get(scope.key(key), db=store.table(DOCS))
+    return None if raw is None else bytes(raw)
+
+
+def index_changes(scope: Scope, key: bytes, text: str) -> list[Change]:
+    """The changes that index document ``key`` with ``text``: once per document, or
+    right after :func:`remove_changes` of the same document (a re-index: the
+    counters then net out, and every term of either text has its version raised)."""
+    length, counts = _terms(text)
     changes: list[Change] = [
         Put(POSTINGS, scope.key(th, key), tf.to_bytes(_U32, "big") + length.to_bytes(_U32, "big"))
-        for th, tf in sorted(counts.items())
+        for th, tf in counts
     ]
-    terms = [[th, tf] for th, tf in sorted(counts.items())]
-    changes.append(Put(DOCS, scope.key(key), cbor.encode([length, terms])))
-    changes.extend(Add(STATS, scope.key(_VERSION_KEY, th), 1) for th in sorted(counts))
+    changes.append(Put(DOCS, scope.key(key), _encode_row(length, counts)))
+    changes.extend(Add(STATS, scope.key(_VERSION_KEY, th), 1) for th, _ in counts)
     changes.append(Add(STATS, scope.key(_DOCS_KEY), 1))
     changes.append(Add(STATS, scope.key(_TOKENS_KEY), length))
     return changes

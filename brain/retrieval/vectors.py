@@ -5,13 +5,14 @@ LMDB holds the truth, every key scope-prefixed (``S``):
 - ``vectors``: ``S ‖ doc key`` → ``u64 label ‖ float32 values`` (little-endian);
 - ``vector_labels``: ``S ‖ u64 label`` → doc key;
 - ``vector_scopes``: ``S`` → ``{namespace, space, next_label, lsn}``: the next
-  free label and the LSN of the last index write that added or removed a
-  vector of the scope;
+  free label and the LSN of the last index write that added, replaced or
+  removed a vector of the scope;
 - ``embed_queue``: ``S ‖ doc key`` → ``"+" ‖ CBOR [namespace, space]`` for a
-  document waiting to be embedded, or ``"-" ‖ u64 label`` for a vector whose
-  HNSW entry must be marked deleted. Writes put these in the same transaction
-  as the records (:mod:`brain.retrieval.indexing`); the indexer thread
-  (:mod:`brain.retrieval.indexer`) takes them out.
+  document waiting to be embedded, ``"~" ‖ u64 LSN ‖ CBOR [namespace, space]``
+  for one whose text changed (re-indexed under the same label), or ``"-" ‖
+  u64 label`` for a vector whose HNSW entry must be marked deleted. Writes put
+  these in the same transaction as the records (:mod:`brain.retrieval.indexing`);
+  the indexer thread (:mod:`brain.retrieval.indexer`) takes them out.
 
 An hnswlib index per scope lives in memory, built from ``vectors``, and is
 saved under ``DATA/index`` as ``<S hex>.hnsw`` with ``<S hex>.json`` naming
@@ -129,6 +130,18 @@ class _ScopeIndex:
         self.index.add_items(vectors[fresh], chosen)
         self.labels.update(int(label) for label in chosen)
 
+    def replace(self, labels: list[int], vectors: NDArray[np.float32]) -> None:
+        """Give labels new vectors: in place for a label the index holds (hnswlib's
+        ``add_items`` with an existing label updates it; the count is unchanged),
+        as a new entry for one it lacks."""
+        held = [i for i, label in enumerate(labels) if label in self.labels]
+        if held:
+            chosen = np.asarray([labels[i] for i in held], dtype=np.uint64)
+            self.index.add_items(vectors[held], chosen)
+        missing = [i for i, label in enumerate(labels) if label not in self.labels]
+        if missing:
+            self.add([labels[i] for i in missing], vectors[missing])
+
     def remove(self, labels: list[int]) -> None:
         for label in labels:
             if label in self.labels:
@@ -223,12 +236,17 @@ class VectorIndexes:
         lsn: int,
         added: list[tuple[int, NDArray[np.float32]]],
         removed: list[int],
+        replaced: list[tuple[int, NDArray[np.float32]]] | None = None,
     ) -> None:
-        """Bring the index of ``prefix`` to the index write at ``lsn``."""
+        """Bring the index of ``prefix`` to the index write at ``lsn``: ``added`` new
+        labels, ``removed`` ones, and ``replaced`` labels whose document's text changed
+        (a re-index keeps the label and changes its vector)."""
         scope = self._scope(prefix)
         with scope.lock:
             if added:
                 scope.add([label for label, _ in added], np.vstack([v for _, v in added]))
+            if replaced:
+                scope.replace([label for label, _ in replaced], np.vstack([v for _, v in replaced]))
             scope.remove(removed)
             scope.lsn = lsn
             scope.dirty = True
