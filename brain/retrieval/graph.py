@@ -7,13 +7,17 @@ up by exact name, then alias; a run with neither, of at least
 any tied with it). Tombstoned and merged-away entities never start a walk
 (a merged name finds the kept entity through its aliases).
 
-From each entity at hop ``h`` the walk reaches, through the relations and the
-statements the request's filters would keep (time, tombstone, supersession,
-as-of), the entities at the other end of its relations and of its statements
-with an entity object, at hop ``h + 1``, up to hop :data:`MAX_HOPS`. Every
-statement whose subject or object is an entity at hop ``h`` scores
-``1 / (h + 1)`` (its best). Pending subjects are not in the graph. Memories
-are not candidates of this arm.
+Every statement whose subject or object is an entity at hop ``h`` is a
+candidate scoring ``1 / (h + 1)`` (its best), whatever the request's filters
+say of it: the filter chain judges the arm's candidates after fusion, like any
+other arm's, so EXPLAIN counts what it drops. Retracted statements are husks
+with nothing to show and are never candidates. Pending subjects are not in the
+graph; memories are not candidates of this arm.
+
+The walk itself reaches the entities at hop ``h + 1`` through the relations
+and statements of the world the request asks about (:func:`walk_filters`):
+the other end of each relation, and of each statement with an entity object,
+that the request's time filters keep, up to hop :data:`MAX_HOPS`.
 
 Bounds: :data:`MAX_GRAPH_ENTITIES` entities per walk and
 :data:`MAX_EDGES_PER_ENTITY` relations and statements followed from one.
@@ -51,6 +55,7 @@ __all__ = [
     "MAX_NGRAM_WORDS",
     "cue_entities",
     "graph_search",
+    "walk_filters",
 ]
 
 MAX_HOPS: Final = 2
@@ -160,10 +165,31 @@ def _other_end(content: dict[str, object], as_subject: bool) -> bytes | None:
     return ENTITY_TAG + target if isinstance(target, bytes) else None
 
 
+def walk_filters(filters: Filters) -> Filters:
+    """The part of a request's filters the walk honours: the object and record time
+    axes (steps 2, 4, 5 and 6), not the choice of rows to show (steps 1 and 3).
+
+    A relation or statement that did not hold at ``valid_at``, was withdrawn, was
+    superseded, or was not yet believed at ``as_of`` connects nothing in the world
+    the request asks about, so walking through it would rank candidates by links
+    that world lacks (and, with ``as_of``, by writes made after it). A ``kinds``,
+    ``predicates`` or ``min_confidence`` filter says which rows to show; the
+    connections that lead to them are facts all the same.
+    """
+    return Filters(
+        valid_at=filters.valid_at,
+        valid_from=filters.valid_from,
+        valid_to=filters.valid_to,
+        include_tombstoned=filters.include_tombstoned,
+        include_superseded=filters.include_superseded,
+        as_of=filters.as_of,
+    )
+
+
 def _neighbours(
     store: Store, txn: lmdb.Transaction, scope: Scope, entity: bytes, filters: Filters
 ) -> list[bytes]:
-    """The end keys of the relations of ``entity`` that the filters keep."""
+    """The end keys of the relations of ``entity`` that the walk's filters keep."""
     found: list[bytes] = []
     keys = keys_answering_as(store, txn, scope, ENTITY_TAG + entity)
     followed = 0
@@ -187,7 +213,9 @@ def graph_search(
     limit: int,
 ) -> list[tuple[bytes, float]]:
     """The ``limit`` best statements reached from ``starts``: ``(doc key, score)``,
-    best first, ties by key."""
+    best first, ties by key. ``filters`` are the request's: only the walk honours
+    them (:func:`walk_filters`); the candidates are left to the filter chain."""
+    walk = walk_filters(filters)
     hops = {answers_as(store, txn, scope, ENTITY_TAG + e)[1:]: 0 for e in starts}
     frontier = sorted(hops)
     scores: dict[bytes, float] = {}
@@ -196,15 +224,17 @@ def graph_search(
         for entity in frontier:
             for statement_id, as_subject in _statements_of(store, txn, scope, entity):
                 loaded = get_loaded(store, txn, scope, statement_id, "id")
-                if loaded.retracted or not judge(statement_times(loaded), filters).kept:
+                if loaded.retracted:
                     continue
                 key = STATEMENT_DOC + statement_id
                 scores[key] = max(scores.get(key, 0.0), 1.0 / (hop + 1))
+                if hop == MAX_HOPS or not judge(statement_times(loaded), walk).kept:
+                    continue
                 other = _other_end(loaded.content, as_subject)
                 if other is not None:
                     others.append(other)
             if hop < MAX_HOPS:
-                others += _neighbours(store, txn, scope, entity, filters)
+                others += _neighbours(store, txn, scope, entity, walk)
         frontier = []
         for other in others:
             shown = answers_as(store, txn, scope, other)

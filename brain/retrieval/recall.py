@@ -4,9 +4,13 @@
    the scope, postings under the scope's prefix, the scope's entities), each
    contributing its best ``max(3·top_k, 100)`` candidates:
    semantic (the cue's embedding, or the request's ``vector``), lexical
-   (BM25) and graph (:mod:`brain.retrieval.graph`). An arm whose weight is 0
-   is not run; an empty cue runs only the arms that do not need it (the
-   semantic arm with a ``vector``, the graph arm with an ``entity_anchor``).
+   (BM25) and graph (:mod:`brain.retrieval.graph`). No arm filters its
+   candidates: every one goes through fusion and is judged by the chain, so
+   EXPLAIN counts each row the filters drop, whichever arm found it (the graph
+   arm's walk follows only the links the request's time filters keep, but every
+   statement it reaches is a candidate). An arm whose weight is 0 is not run;
+   an empty cue runs only the arms that do not need it (the semantic arm with a
+   ``vector``, the graph arm with an ``entity_anchor``).
 2. **Fusion**: ``score = Σ w_arm / (rrf_k + rank_arm)``, ranks from 1; ties by
    record id, then record type. Each hit reports its rank in every arm.
 3. **The filter chain** of :mod:`brain.engine.filters`, in its binding order,

@@ -268,7 +268,12 @@ def make_admin_app(
                 raise InvalidArgument("entity_anchor must be hex", field="entity_anchor") from None
         question = ExplainRequest.from_wire(body)
         answer = await asyncio.to_thread(db.read, namespace, Opcode.EXPLAIN, question)
-        return web.json_response(_json_value(answer.to_wire()))
+        # WIRE.md §9 answers the Explain object itself: its fields at the top level,
+        # then EXPLAIN's coverage and ranked hits beside them (spec/06-operations.md).
+        wire = answer.to_wire()
+        shown = wire.pop("explain")
+        assert isinstance(shown, dict)
+        return web.json_response(_json_value({**shown, **wire}))
 
     async def show_stats(_: web.Request) -> web.Response:
         return web.json_response(await asyncio.to_thread(served().stats))

@@ -59,3 +59,24 @@ def test_quality_quick(tmp_path: Path) -> None:
     compared = [row for row in summary if row.get("peer_name") == "bm25s BM25"]
     assert len(compared) == len(MODES) * len(METRICS)
     assert all(row["ratio"] > 0 for row in compared)
+
+
+COMMITTED: Final = Path(__file__).resolve().parents[2] / "bench" / "results" / "quality.json"
+"""The full run's figures, as committed for the README and spec/04-retrieval.md §8."""
+
+
+def test_committed_quality_meets_its_goal() -> None:
+    """The committed full run is a run of the whole collection, and its hybrid nDCG@10 is
+    at least the better single arm's, as its own ``goal`` says."""
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    assert document["suite"] == "quality" and document["quick"] is False
+    modes = document["modes"]
+    assert sorted(modes) == sorted(MODES)
+    queries = document["collection"]["queries"]
+    assert all(modes[mode]["scored_queries"] == queries > 0 for mode in MODES)
+    hybrid = modes["hybrid"]["ndcg_at_10"]
+    best = max(modes["lexical"]["ndcg_at_10"], modes["semantic"]["ndcg_at_10"])
+    assert 0.0 < best <= hybrid <= 1.0, (hybrid, best)
+    goal = document["goal"]["ndcg_at_10"]
+    assert goal["met"] is True and goal["hybrid"] == hybrid
+    assert goal["best_single_arm_value"] == best

@@ -2,7 +2,7 @@
 
 Each row of the as-of truth table of SEMANTICS.md §6 is asked through RECALL;
 EXPLAIN counts a case where every step removes something; the admin port's
-``POST /v1/explain`` answers the same; and a server killed with ``kill -9``
+``POST /v1/explain`` answers the same Explain object; and a server killed with ``kill -9``
 answers the same recalls after its restart, its indexes recovered.
 """
 
@@ -99,6 +99,8 @@ def test_truth_table_rows_over_the_wire(server: ServerProcess) -> None:
         assert later.statement_id not in _recall(
             client, "lynx", arms=LEXICAL, as_of=base.recorded_at
         )
+        # ... which is only the as-of step's doing: without as_of it is found.
+        assert later.statement_id in _recall(client, "lynx", arms=LEXICAL)
 
         early = _say(client, "Tess", "owns", "an ocelot named Ode")
         probe = _say(client, "Tess", "saw", "a lynx at noon")
@@ -120,6 +122,9 @@ def test_truth_table_rows_over_the_wire(server: ServerProcess) -> None:
         gone = _say(client, "Tess", "heard", "a serval at night")
         struck = _say(client, "Tess", "heard", "a serval in the reeds")
         probe2 = _say(client, "Tess", "saw", "a lynx again")
+        # Before the tombstone and the retraction, the question asked below finds both.
+        past = _recall(client, "serval", as_of=probe2.recorded_at)
+        assert gone.statement_id in past and struck.statement_id in past
         client.call(
             Opcode.STATEMENT_TOMBSTONE,
             StatementTombstone(request_id=os.urandom(16), id=gone.statement_id),
@@ -176,7 +181,23 @@ def test_explain_counts_every_step_over_the_wire(server: ServerProcess) -> None:
     }
     status, shown = _admin(server, "/v1/explain", body)
     assert status == 200
-    assert shown["explain"]["survivors"] == {
+    # The Explain object itself (WIRE.md §9), with EXPLAIN's coverage and hits beside it.
+    assert sorted(shown) == [
+        "coverage",
+        "hits",
+        "restored_by_as_of",
+        "rrf_k",
+        "survivors",
+        "timings_us",
+    ]
+    assert shown["restored_by_as_of"] == answer.explain.restored_by_as_of
+    assert shown["rrf_k"] == 60
+    assert sorted(shown["timings_us"]) == sorted(
+        ("embed", "semantic", "lexical", "graph", "fuse", "filter", "total")
+    )
+    assert shown["coverage"]["arms"] == ["lexical"]
+    assert shown["coverage"]["candidates"]["lexical"] == 10
+    assert shown["survivors"] == {
         "fused": 10,
         "type": 9,
         "temporal": 8,

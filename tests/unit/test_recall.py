@@ -16,10 +16,15 @@ import pytest
 
 import brain
 from brain.engine.database import Database
+from brain.engine.filters import Filters
 from brain.engine.scope import Scope
+from brain.engine.tuning import DEFAULT_RESOLUTION
 from brain.errors import AsOfInFuture, InvalidArgument
 from brain.retrieval import lexical
+from brain.retrieval.documents import STATEMENT_DOC
+from brain.retrieval.graph import cue_entities, graph_search
 from brain.retrieval.tokens import tokenize
+from brain.wire.messages.entity_ops import EntityCreate, EntityCreateOk
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.messages.recall_ops import (
     ArmWeights,
@@ -29,7 +34,7 @@ from brain.wire.messages.recall_ops import (
     RecallOk,
 )
 from brain.wire.messages.records import Evidence
-from brain.wire.messages.relation_ops import RelationCreate
+from brain.wire.messages.relation_ops import RelationCreate, RelationCreateOk, RelationTombstone
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
@@ -39,7 +44,7 @@ from brain.wire.messages.statement_ops import (
     StatementSupersedeOk,
     StatementTombstone,
 )
-from brain.wire.messages.values import EntityRef, EntityValue, NameRef, TextValue
+from brain.wire.messages.values import EntityRef, EntityValue, NameRef, TextValue, Value
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 from tests.unit.records import NS, rid
@@ -81,6 +86,58 @@ def recall(db: Database, cue: str, ns: str = NS, **kw: object) -> RecallOk:
 
 def ids(answer: RecallOk) -> list[bytes]:
     return [h.id for h in answer.hits]
+
+
+def entity(db: Database, name: str, *aliases: str) -> bytes:
+    made = run(db, Opcode.ENTITY_CREATE, EntityCreate(request_id=rid(), name=name, aliases=aliases))
+    assert isinstance(made, EntityCreateOk)
+    return made.entity_id
+
+
+def state(db: Database, subject: bytes, predicate: str, value: Value) -> bytes:
+    """A statement about the entity ``subject``."""
+    request = StatementCreate(
+        request_id=rid(),
+        kind="fact",
+        subject=EntityRef(entity=subject),
+        predicate=predicate,
+        object_=value,
+    )
+    made = run(db, Opcode.STATEMENT_CREATE, request)
+    assert isinstance(made, StatementCreateOk)
+    return made.statement_id
+
+
+def link(db: Database, first: bytes, type_: str, second: bytes) -> bytes:
+    request = RelationCreate(
+        request_id=rid(), type_=type_, from_=EntityRef(entity=first), to=EntityRef(entity=second)
+    )
+    made = run(db, Opcode.RELATION_CREATE, request)
+    assert isinstance(made, RelationCreateOk)
+    return made.relation_id
+
+
+def tombstone(db: Database, statement_id: bytes) -> None:
+    run(db, Opcode.STATEMENT_TOMBSTONE, StatementTombstone(request_id=rid(), id=statement_id))
+
+
+def supersede(db: Database, old: bytes, subject: str, predicate: str, text: str) -> bytes:
+    made = run(
+        db,
+        Opcode.STATEMENT_SUPERSEDE,
+        StatementSupersede(
+            request_id=rid(),
+            old=old,
+            new=StatementDraft(
+                kind="fact",
+                subject=NameRef(name=subject),
+                predicate=predicate,
+                object_=TextValue(text=text),
+            ),
+        ),
+    )
+    assert isinstance(made, StatementSupersedeOk)
+    return made.statement_id
 
 
 # --- the tokenizer and BM25 ---------------------------------------------------------------
@@ -159,6 +216,46 @@ def test_fusion_is_reciprocal_rank_with_weights(db: Database) -> None:
     assert set(ids(tied)) == set(twins)
 
 
+def test_fusion_ties_break_by_record_id_across_arms(db: Database) -> None:
+    """One record found only by the lexical arm at rank 1, another only by the semantic
+    arm at rank 1: equal weights give equal scores, and the lower id comes first even
+    though fusion meets the semantic arm's candidates first."""
+    import struct
+
+    import numpy as np
+
+    def vector(values: np.ndarray) -> bytes:
+        return struct.pack("<384f", *values.tolist())
+
+    axis = np.zeros(384)
+    axis[7] = 1.0
+    away = np.zeros(384)
+    away[383] = 1.0
+    noise = np.random.default_rng(7).standard_normal((99, 384))
+    noise[:, [7, 383]] = 0.0
+    # Orthogonal to the query, behind every other vector: past the semantic arm's
+    # max(3·top_k, 100) candidates, so this one is found by its words alone.
+    lexical_only = remember(db, "a heron on the weir", vector=vector(away))
+    semantic_only = remember(db, "a picture of the sky", vector=vector(axis))
+    for i, row in enumerate(noise):  # each nearer the query than ``away``, none exactly on it
+        remember(db, f"filler number {i}", vector=vector(axis + row))
+    assert lexical_only < semantic_only  # ids grow with time: the lexical one is older
+    answer = recall(
+        db,
+        "heron",
+        vector=vector(axis),
+        arms=ArmWeights(semantic=1.0, lexical=1.0, graph=0.0),
+        top_k=2,
+    )
+    assert answer.coverage.candidates.semantic == 100
+    assert answer.coverage.candidates.lexical == 1
+    first, second = answer.hits
+    assert (first.id, second.id) == (lexical_only, semantic_only)
+    assert (first.ranks.lexical, first.ranks.semantic) == (1, None)
+    assert (second.ranks.semantic, second.ranks.lexical) == (1, None)
+    assert first.score == second.score == 1.0 / (60 + 1)
+
+
 def test_graph_arm_walks_two_hops_with_falling_scores(db: Database) -> None:
     near = say(db, "Dana", "likes", "jazz")
     knows = run(
@@ -190,6 +287,66 @@ def test_graph_arm_walks_two_hops_with_falling_scores(db: Database) -> None:
     # An anchor starts the walk without naming anyone.
     anchored = recall(db, "", arms=GRAPH, entity_anchor=eli.entity)
     assert ids(anchored)[0] in (one_hop.statement_id, two_hops.statement_id)
+
+
+def test_graph_arm_resolves_alias_and_fuzzy_names(db: Database) -> None:
+    """The cue names its entity by exact name, by alias, or misspelt (fuzzy): each finds
+    the same walk, whose statements score 1, 1/2 and 1/3 at hops 0, 1 and 2."""
+    harriet = entity(db, "Harriet Vane", "Harry")
+    peter = entity(db, "Peter")
+    bunter = entity(db, "Bunter")
+    entity(db, "Unrelated Person")
+    writes = state(db, harriet, "writes", TextValue(text="detective novels"))
+    link(db, harriet, "knows", peter)
+    plays = state(db, peter, "plays", TextValue(text="cricket"))
+    serves = state(db, bunter, "serves", EntityValue(entity=peter))  # reaches Bunter at hop 2
+    polishes = state(db, bunter, "polishes", TextValue(text="silver"))
+    expected = {
+        STATEMENT_DOC + writes: 1.0,
+        STATEMENT_DOC + plays: 1.0 / 2,
+        STATEMENT_DOC + serves: 1.0 / 2,
+        STATEMENT_DOC + polishes: 1.0 / 3,
+    }
+    for cue in ("Harriet Vane", "what did harry write", "Hariet Vane"):
+        with db._store.read() as txn:
+            starts = cue_entities(db._store, txn, _scope(), cue, DEFAULT_RESOLUTION)
+            assert starts == {harriet}, cue
+            scored = graph_search(
+                db._store, txn, _scope(), starts=starts, filters=Filters(), limit=100
+            )
+        assert dict(scored) == expected, cue
+        answer = recall(db, cue, arms=GRAPH)
+        assert ids(answer) == [writes, *sorted((plays, serves)), polishes], cue
+        assert [h.ranks.graph for h in answer.hits] == [1, 2, 3, 4]
+    with db._store.read() as txn:
+        assert cue_entities(db._store, txn, _scope(), "Wimsey", DEFAULT_RESOLUTION) == set()
+    assert recall(db, "Wimsey", arms=GRAPH).abstained
+
+
+def test_graph_walk_follows_only_the_links_of_the_world_asked_about(db: Database) -> None:
+    """A relation or statement tombstoned since leads nowhere, unless the request includes
+    tombstoned rows or asks as of before the tombstone; the tombstoned statement itself
+    is still a candidate, which the chain drops and EXPLAIN counts."""
+    ada, bo, cy = entity(db, "Ada"), entity(db, "Bo"), entity(db, "Cy")
+    knows = link(db, ada, "knows", bo)
+    mentors = state(db, ada, "mentors", EntityValue(entity=cy))
+    tea = state(db, bo, "likes", TextValue(text="tea"))
+    chess = state(db, cy, "likes", TextValue(text="chess"))
+    before = recall(db, "Ada", arms=GRAPH)
+    assert ids(before) == [mentors, *sorted((tea, chess))]
+    probe = say(db, "Probe", "marks", "time")
+    run(db, Opcode.RELATION_TOMBSTONE, RelationTombstone(request_id=rid(), id=knows))
+    tombstone(db, mentors)
+    now = run(db, Opcode.EXPLAIN, ExplainRequest(cue="Ada", arms=GRAPH))
+    assert isinstance(now, ExplainOk)
+    assert now.hits == () and now.coverage.candidates.graph == 1
+    s = now.explain.survivors
+    assert (s.fused, s.confidence, s.tombstone, s.limit) == (1, 1, 0, 0)
+    wider = recall(db, "Ada", arms=GRAPH, include_tombstoned=True)
+    assert ids(wider) == ids(before)
+    past = recall(db, "Ada", arms=GRAPH, as_of=probe.recorded_at, explain=True)
+    assert ids(past) == ids(before)
+    assert past.explain is not None and past.explain.restored_by_as_of == 1
 
 
 def _get(statement_id: bytes) -> Message:
@@ -265,6 +422,37 @@ def test_explain_counts_every_step(db: Database) -> None:
         assert short.explain is None
         assert [(h.id, h.score) for h in short.hits] == [(h.id, h.score) for h in full.hits]
         assert short.abstained == full.abstained and short.coverage == full.coverage
+
+
+def test_explain_counts_the_graph_arms_candidates_like_any_others(db: Database) -> None:
+    """Graph only: every statement the walk reaches goes to the chain, so the tombstone,
+    supersession and as-of steps each remove one and as-of restores one, exactly as when
+    the lexical arm finds the same statements."""
+    gone = say(db, "Zed", "seen", "zircon gone").statement_id
+    tombstone(db, gone)  # before as_of: removed at step 4 for good
+    old = say(db, "Zed", "seen", "zircon old").statement_id
+    new = supersede(db, old, "Zed", "seen", "zircon new")  # before as_of: old removed
+    back = say(db, "Zed", "seen", "zircon back").statement_id
+    kept = say(db, "Zed", "seen", "zircon kept")
+    late = say(db, "Zed", "seen", "zircon late").statement_id  # after as_of
+    tombstone(db, back)  # after as_of: removed at step 4, restored at step 6
+    counts: list[object] = []
+    for cue, arms in (("Zed", GRAPH), ("zircon", LEXICAL)):
+        answer = run(db, Opcode.EXPLAIN, ExplainRequest(cue=cue, arms=arms, as_of=kept.recorded_at))
+        assert isinstance(answer, ExplainOk)
+        s = answer.explain.survivors
+        assert (s.fused, s.type_, s.temporal, s.confidence) == (6, 6, 6, 6), cue
+        assert (s.tombstone, s.supersession, s.as_of, s.limit) == (4, 3, 3, 3), cue
+        assert answer.explain.restored_by_as_of == 1
+        assert {h.id for h in answer.hits} == {new, back, kept.statement_id}
+        assert late not in {h.id for h in answer.hits}
+        counts.append(s)
+    assert counts[0] == counts[1]
+    now = run(db, Opcode.EXPLAIN, ExplainRequest(cue="Zed", arms=GRAPH))
+    assert isinstance(now, ExplainOk)
+    s = now.explain.survivors
+    assert (s.fused, s.tombstone, s.supersession, s.as_of) == (6, 4, 3, 3)
+    assert {h.id for h in now.hits} == {new, kept.statement_id, late}
 
 
 def test_truth_table_through_recall(db: Database) -> None:
