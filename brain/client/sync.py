@@ -107,6 +107,12 @@ class Client(HandshakeInfo):
         """True once the connection is over."""
         return self._sock_closed
 
+    def open_streams(self) -> dict[int, Opcode]:
+        """The requests whose answer has not ended, by stream id: UNSUBSCRIBE names an
+        open SUBSCRIBE by its id, to end it with the LSN it reached."""
+        with self._lock:
+            return dict(self._session.pending)
+
     # --- requests ---------------------------------------------------------------------
 
     def call(self, opcode: Opcode, message: Message, *, timeout: float | None = None) -> Message:

@@ -206,6 +206,11 @@ class Database:
         """(LMDB map size, bytes in use)."""
         return self._store.usage()
 
+    def table_entries(self, table: bytes) -> int:
+        """Rows in one store table, read from its header without a scan (for metrics)."""
+        with self._store.read() as txn:
+            return int(txn.stat(self._store.table(table))["entries"])
+
     @staticmethod
     def handles(opcode: Opcode) -> bool:
         """True when this build implements ``opcode``."""
@@ -418,7 +423,8 @@ class Database:
 
     def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
         """Wait until every write applied so far is in the vector indexes (the lexical
-        index always is); False if ``timeout`` seconds passed first."""
+        index has new documents at once, re-indexed ones with the vectors); False if
+        ``timeout`` seconds passed first."""
         self._check_open()
         return self.retrieval.indexer.wait_for(self._writer.applied_lsn, timeout)
 

@@ -160,6 +160,9 @@ class Writer:
         self.batches = 0
         self.batched_jobs = 0
         self.last_batch_size = 0
+        # batch_sizes[n]: committed batches of n writes (a list: safe to copy while
+        # the writer thread counts, for metrics).
+        self.batch_sizes = [0] * (MAX_BATCH + 1)
         self.records_appended = 0
         self.storage_faults = 0
         self._last_checkpoint = time.monotonic()
@@ -346,6 +349,7 @@ class Writer:
         self.batches += 1
         self.batched_jobs += len(jobs)
         self.last_batch_size = len(jobs)
+        self.batch_sizes[len(jobs)] += 1
         self._records_since_checkpoint += len(records)
         if self._on_applied is not None:
             try:

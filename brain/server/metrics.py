@@ -10,13 +10,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+
+from brain.engine.writer import MAX_BATCH
+from brain.retrieval.lexical import DOCS as LEXICAL_DOCS
+from brain.retrieval.lexical import POSTINGS as LEXICAL_POSTINGS
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
 
-__all__ = ["LATENCY_BUCKETS_S", "ServerMetrics"]
+__all__ = ["BATCH_SIZE_BUCKETS", "LATENCY_BUCKETS_S", "ServerMetrics"]
 
 LATENCY_BUCKETS_S: Final = (
     0.0001,
@@ -37,6 +41,10 @@ LATENCY_BUCKETS_S: Final = (
     10.0,
 )
 """From 100 µs (a PING) to 10 s (a large RECALL under load)."""
+
+BATCH_SIZE_BUCKETS: Final = tuple(2**i for i in range(MAX_BATCH.bit_length()))
+"""Writes per group commit, by powers of two from a lone write up to ``MAX_BATCH``:
+how many clients one fsync serves, to the factor of two that matters."""
 
 
 class ServerMetrics:
@@ -98,7 +106,9 @@ class _DatabaseCollector(Collector):
     def __init__(self, database: Database) -> None:
         self._db = database
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(
+        self,
+    ) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
         db = self._db
         writer, wal = db.writer, db.wal
         map_size, used = db.store_usage()
@@ -148,6 +158,16 @@ class _DatabaseCollector(Collector):
                 "Documents forgotten since the last purge.",
                 db.purge_pending(),
             ),
+            (
+                "brain_lexical_documents",
+                "Documents in the lexical index of every scope.",
+                db.table_entries(LEXICAL_DOCS),
+            ),
+            (
+                "brain_lexical_postings",
+                "Postings (term, document) in the lexical index of every scope.",
+                db.table_entries(LEXICAL_POSTINGS),
+            ),
         ]
         for name, text, value in counters:
             yield CounterMetricFamily(name, text, value=value)
@@ -159,3 +179,20 @@ class _DatabaseCollector(Collector):
         for arm, count in sorted(stats.candidates.items()):
             candidates.add_metric([arm], count)
         yield candidates
+        yield _batch_sizes(list(writer.batch_sizes))
+
+
+def _batch_sizes(by_size: list[int]) -> HistogramMetricFamily:
+    """The group-commit size histogram from ``by_size[n]``, the batches of n writes
+    (one copy, so that buckets, count and sum agree)."""
+    buckets: list[tuple[str, float]] = []
+    for bound in BATCH_SIZE_BUCKETS:
+        buckets.append((f"{float(bound)}", sum(by_size[: bound + 1])))
+    buckets.append(("+Inf", sum(by_size)))
+    total = sum(size * count for size, count in enumerate(by_size))
+    return HistogramMetricFamily(
+        "brain_group_commit_size",
+        "Writes per committed batch (one WAL fsync each).",
+        buckets=buckets,
+        sum_value=total,
+    )

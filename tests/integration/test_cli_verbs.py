@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -127,6 +128,10 @@ def test_alice_example(server: ServerProcess) -> None:
     # The same questions, as a person reads them.
     table = brain(server, alice, "--valid-at", "2024-04-01").stdout
     assert "Globex" in table and "Acme" not in table and "current" in table
+    # Believed on April 1: Acme, current then, with its validity still open then.
+    then_table = brain(server, alice, "--as-of", april).stdout
+    assert "Acme" in then_table and "current" in then_table
+    assert "superseded" not in then_table and "2022-03-01T00:00:00+00:00 → open" in then_table
     shown = brain(server, f"history {old}").stdout
     assert "superseded" in shown and "2024-02-01T00:00:00+00:00" in shown
 
@@ -234,6 +239,30 @@ def test_follow_prints_the_changes(server: ServerProcess) -> None:
             follower.kill()
             follower.communicate()
     assert json.loads(out)["id"] == third["memory_id"]
+
+
+def test_follow_names_the_exact_lsn_to_resume_from(server: ServerProcess, tmp_path: Path) -> None:
+    pair = tmp_path / "pair.txt"
+    pair.write_text(
+        "memory add 'one of a pair' --space resume\nmemory add 'two of a pair' --space resume\n",
+        encoding="utf-8",
+    )
+    lsn = brain_json(server, f"txn {pair}")["lsn"]  # one LSN, two changes
+    alone = brain_json(server, "memory add 'alone' --space resume")["lsn"]
+
+    def hint(max_events: int) -> str:
+        done = brain(server, f"follow --from-lsn 1 --max-events {max_events} --space resume")
+        found = re.search(r"resume with --from-lsn (\d+)(.*)$", done.stderr, re.MULTILINE)
+        assert found, done.stderr
+        return f"{found[1]}{found[2]}"
+
+    # Stopped inside the pair's LSN: resume at it, and the change shown repeats.
+    assert hint(1) == f"{lsn} (LSN {lsn}: its change shown above repeats)"
+    # Stopped after the pair: its LSN was whole, so resume past it (at the next LSN
+    # with a change of the space, or the one after the pair when that one was not sent).
+    assert hint(2) in (str(lsn + 1), str(alone))
+    # Stopped after the last change of the space: resume right after it.
+    assert hint(3) == str(alone + 1)
 
 
 def test_txn_applies_a_file_all_or_none(server: ServerProcess, tmp_path: Path) -> None:

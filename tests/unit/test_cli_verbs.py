@@ -37,10 +37,11 @@ from brain.cli.verbs.arguments import (
 )
 from brain.cli.verbs.connect import UsageProblem, resolve_target
 from brain.cli.verbs.dates import format_time, parse_time
+from brain.cli.verbs.follow import resume_point
 from brain.cli.verbs.output import Labels, Printer, collect_ids, dump_json, shorten_ids, to_json
 from brain.cli.verbs.problems import START_SERVER, describe_error, flag_for_field
 from brain.cli.verbs.txn import TxnLineError, parse_txn_lines, substitute
-from brain.cli.verbs.views import memory_panel, statement_table
+from brain.cli.verbs.views import memory_panel, statement_state, statement_table
 from brain.errors import (
     ConnectionClosed,
     InvalidArgument,
@@ -416,6 +417,83 @@ def test_statement_table_shows_names_short_ids_and_utc() -> None:
     assert "…d3e4f501" in shown and "Alice" in shown and "Acme" in shown
     assert "2024-02-01T00:00:00Z → open" in shown and "current" in shown
     assert "kind" not in shown  # every row a fact held with confidence 1
+
+
+RECORDED: Final = 1_000
+"""The record time of the statements of the as-of tests (any unit will do)."""
+
+LATER: Final = 2_000
+"""When the database learned more about them."""
+
+
+@pytest.mark.parametrize(
+    ("change", "as_of", "expected"),
+    [
+        ({}, None, "current"),
+        ({}, 1_500, "current"),
+        ({"superseded_by": ID_B, "record_invalidated_at": LATER}, None, "superseded"),
+        ({"superseded_by": ID_B, "record_invalidated_at": LATER}, 1_500, "current"),
+        ({"superseded_by": ID_B, "record_invalidated_at": LATER}, LATER, "superseded"),
+        ({"superseded_by": ID_B, "record_invalidated_at": LATER}, 2_500, "superseded"),
+        ({"tombstoned_at": LATER, "record_invalidated_at": LATER}, 1_500, "current"),
+        ({"tombstoned_at": LATER, "record_invalidated_at": LATER}, LATER, "tombstoned"),
+        # Superseded, then tombstoned (its only evidence forgotten) later still.
+        (
+            {"superseded_by": ID_B, "record_invalidated_at": LATER, "tombstoned_at": 3_000},
+            2_500,
+            "superseded",
+        ),
+    ],
+)
+def test_the_state_is_judged_as_of_the_instant_asked(
+    change: dict[str, object], as_of: int | None, expected: str
+) -> None:
+    statement = _statement(recorded_at=RECORDED, **change)
+    assert statement_state(statement, as_of) == expected
+
+
+def test_a_retracted_statement_shows_retracted_at_any_instant() -> None:
+    husk = Statement.from_wire(
+        {
+            "id": ID_A,
+            "space": "default",
+            "recorded_at": RECORDED,
+            "record_invalidated_at": LATER,
+            "tombstoned_at": LATER,
+            "tombstone_reason": "retracted",
+            "version": 1,
+            "chain_root": ID_A,
+        }
+    )
+    assert statement_state(husk, 1_500) == statement_state(husk) == "retracted"
+
+
+def test_a_list_as_of_shows_a_row_believed_then_as_current_then() -> None:
+    # The tour's "believed then": Acme was superseded after the instant asked about.
+    printer, buffer = _printer()
+    acme = _statement(recorded_at=RECORDED, superseded_by=ID_B, record_invalidated_at=LATER)
+    labels = printer.labels(acme, {ENTITY: "Alice"})
+    printer.show(statement_table([acme], printer, labels, as_of=1_500))
+    assert "current" in buffer.getvalue() and "superseded" not in buffer.getvalue()
+    printer.show(statement_table([acme], printer, labels))
+    assert "superseded" in buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("last_shown", "unshown", "next_lsn", "expected"),
+    [
+        (7, [7, 8], 9, 7),  # LSN 7 was cut short: it repeats
+        (7, [8, 8], 9, 8),  # LSN 7 was whole; LSN 8 came but was not shown
+        (7, [], 8, 8),  # nothing came after LSN 7: it was whole
+        (7, [], 12, 12),  # LSNs 8 to 11 held no change of the kinds asked for
+        (7, [], 7, 8),  # ended while LSN 7's frames were still being flushed
+        (7, [], None, 7),  # no ending frame: nothing says LSN 7 was whole
+    ],
+)
+def test_follow_resumes_at_the_first_change_not_shown(
+    last_shown: int, unshown: list[int], next_lsn: int | None, expected: int
+) -> None:
+    assert resume_point(last_shown, unshown, next_lsn) == expected
 
 
 def test_stored_text_is_never_markup() -> None:

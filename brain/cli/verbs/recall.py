@@ -188,7 +188,7 @@ def _recall(ctx: VerbContext) -> int:
     records = [hit.statement for hit in answer.hits if hit.statement is not None]
     labels = out.labels(answer, ctx.entity_names(entity_ids(records)))
     if answer.hits:
-        out.show(_hit_table(answer.hits, out, labels))
+        out.show(_hit_table(answer.hits, out, labels, as_of=args.as_of))
     out.line(*_coverage_line(answer.coverage, abstained=answer.abstained))
     if answer.explain is not None:
         _show_explain(out, answer.explain)
@@ -236,23 +236,25 @@ def _ranked_cells(index: int, hit: RankedHit, labels: Labels) -> list[Text]:
     ]
 
 
-def _claim(statement: Statement, labels: Labels, printer: Printer) -> str:
+def _claim(statement: Statement, labels: Labels, printer: Printer, as_of: int | None) -> str:
     if statement.subject is None or statement.object_ is None:
         return "(retracted)"
     claim = (
         f"{ref_text(statement.subject, labels)} {statement.predicate} "
         f"{value_text(statement.object_, labels, printer)}"
     )
-    state = statement_state(statement)
+    state = statement_state(statement, as_of)
     suffix = "" if state == "current" else f", {state}"
     return f"{claim}\n{statement.kind}, valid {validity_text(statement, printer)}{suffix}"
 
 
-def _hit_table(hits: tuple[Hit, ...], printer: Printer, labels: Labels) -> Table:
+def _hit_table(
+    hits: tuple[Hit, ...], printer: Printer, labels: Labels, *, as_of: int | None
+) -> Table:
     table = printer.table("#", "score", "record", "id", "content", "ranks")
     for index, hit in enumerate(hits, 1):
         if hit.statement is not None:
-            content = _claim(hit.statement, labels, printer)
+            content = _claim(hit.statement, labels, printer, as_of)
         elif hit.memory is not None and hit.memory.text is not None:
             text = hit.memory.text
             content = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"

@@ -262,7 +262,8 @@ def _list(ctx: VerbContext) -> int:
         return 0
     if answer.relations:
         names = ctx.entity_names(entity_ids(answer.relations))
-        out.show(relation_table(answer.relations, out, out.labels(answer, names)))
+        labels = out.labels(answer, names)
+        out.show(relation_table(answer.relations, out, labels, as_of=args.as_of))
     page_footer(out, len(answer.relations), ("relation", "relations"), answer.cursor)
     return 0
 
@@ -297,5 +298,5 @@ def _traverse(ctx: VerbContext) -> int:
         )
     out.show(nodes)
     if answer.edges:
-        out.show(relation_table(answer.edges, out, labels, title="edges"))
+        out.show(relation_table(answer.edges, out, labels, title="edges", as_of=args.as_of))
     return 0

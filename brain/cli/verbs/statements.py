@@ -321,7 +321,8 @@ def _show_one(ctx: VerbContext, answer: StatementGetOk) -> None:
         out.json(answer)
         return
     names = ctx.entity_names(entity_ids([answer.statement]))
-    out.show(statement_panel(answer.statement, out, out.labels(answer, names, detail=True)))
+    labels = out.labels(answer, names, detail=True)
+    out.show(statement_panel(answer.statement, out, labels, as_of=ctx.args.as_of))
 
 
 def _believed_at(ctx: VerbContext, now: Statement, as_of: int) -> Statement | None:
@@ -391,7 +392,8 @@ def _list(ctx: VerbContext) -> int:
         return 0
     if answer.statements:
         names = ctx.entity_names(entity_ids(answer.statements))
-        out.show(statement_table(answer.statements, out, out.labels(answer, names)))
+        labels = out.labels(answer, names)
+        out.show(statement_table(answer.statements, out, labels, as_of=args.as_of))
     page_footer(out, len(answer.statements), ("statement", "statements"), answer.cursor)
     return 0
 

@@ -108,13 +108,24 @@ def value_text(value: Value, labels: Labels, printer: Printer) -> str:
     return f"statement {labels.id(value.statement)}"
 
 
-def statement_state(statement: Statement | Relation) -> str:
-    """``current``, ``superseded``, ``tombstoned`` or ``retracted``, as believed now."""
+def statement_state(statement: Statement | Relation, as_of: int | None = None) -> str:
+    """``current``, ``superseded``, ``tombstoned`` or ``retracted``: as believed now, or
+    with ``as_of`` as the database believed it at that instant (the record axis).
+
+    A tombstone counts from its ``tombstoned_at``, a supersession from the old row's
+    ``record_invalidated_at`` (the record time of the write that superseded it): one
+    recorded after ``as_of`` had not happened then. A retraction shows whatever the
+    instant, since the husk no longer holds the claim it would be shown for.
+    """
     if isinstance(statement, Statement) and statement.tombstone_reason == "retracted":
         return "retracted"
-    if statement.tombstoned_at is not None:
+    tombstoned = statement.tombstoned_at
+    if tombstoned is not None and (as_of is None or tombstoned <= as_of):
         return "tombstoned"
-    if statement.superseded_by is not None:
+    invalidated = statement.record_invalidated_at
+    if statement.superseded_by is not None and (
+        as_of is None or invalidated is None or invalidated <= as_of
+    ):
         return "superseded"
     return "current"
 
@@ -130,16 +141,23 @@ def validity_text(record: Statement | Relation, printer: Printer) -> str:
     return f"{start} → {end}"
 
 
-def _state_cell(record: Statement | Relation) -> Text:
-    state = statement_state(record)
+def _state_cell(record: Statement | Relation, as_of: int | None) -> Text:
+    state = statement_state(record, as_of)
     return cell(state, _STATE_STYLE[state])
 
 
 def statement_table(
-    statements: Sequence[Statement], printer: Printer, labels: Labels, *, title: str | None = None
+    statements: Sequence[Statement],
+    printer: Printer,
+    labels: Labels,
+    *,
+    title: str | None = None,
+    as_of: int | None = None,
 ) -> Table:
     """One row per statement: id, version, claim, validity, record time, state; and kind
-    and confidence when some row is not a fact held with confidence 1."""
+    and confidence when some row is not a fact held with confidence 1. The state is
+    judged ``as_of`` that instant when given (the validity is the server's, already
+    as believed then)."""
     show_kind = any(st.kind not in (None, "fact") for st in statements)
     show_conf = any(st.confidence not in (None, 1.0) for st in statements)
     columns = ["id", "v", "subject", "predicate", "object"]
@@ -164,7 +182,7 @@ def statement_table(
             *extra,
             cell(validity_text(st, printer)),
             cell(printer.time(st.recorded_at)),
-            _state_cell(st),
+            _state_cell(st, as_of),
         )
     return table
 
@@ -191,13 +209,15 @@ def _evidence_text(evidence: Sequence[Evidence] | None) -> str | None:
     return "\n".join(lines)
 
 
-def statement_panel(statement: Statement, printer: Printer, labels: Labels) -> Panel:
-    """Every field of one statement, ids in full."""
+def statement_panel(
+    statement: Statement, printer: Printer, labels: Labels, *, as_of: int | None = None
+) -> Panel:
+    """Every field of one statement, ids in full; its state judged ``as_of`` when given."""
     st = statement
     return detail_panel(
         f"statement {st.id.hex()}",
         [
-            ("state", _state_cell(st)),
+            ("state", _state_cell(st, as_of)),
             ("space", st.space),
             ("kind", st.kind),
             ("subject", None if st.subject is None else ref_text(st.subject, labels)),
@@ -304,9 +324,15 @@ def entity_table(
 
 
 def relation_table(
-    relations: Sequence[Relation], printer: Printer, labels: Labels, *, title: str | None = None
+    relations: Sequence[Relation],
+    printer: Printer,
+    labels: Labels,
+    *,
+    title: str | None = None,
+    as_of: int | None = None,
 ) -> Table:
-    """One row per relation: FROM, type, TO, confidence, validity, record time, state."""
+    """One row per relation: FROM, type, TO, confidence, validity, record time, state
+    (judged ``as_of`` that instant when given)."""
     table = printer.table(
         "id", "from", "type", "to", "conf", "valid", "recorded", "state", title=title
     )
@@ -319,7 +345,7 @@ def relation_table(
             cell(f"{rel.confidence:g}"),
             cell(validity_text(rel, printer)),
             cell(printer.time(rel.recorded_at)),
-            _state_cell(rel),
+            _state_cell(rel, as_of),
         )
     return table
 
@@ -330,7 +356,7 @@ def relation_panel(relation: Relation, printer: Printer, labels: Labels) -> Pane
     return detail_panel(
         f"relation {rel.id.hex()}",
         [
-            ("state", _state_cell(rel)),
+            ("state", _state_cell(rel, None)),
             ("type", rel.type_),
             ("from", ref_text(rel.from_, labels)),
             ("to", ref_text(rel.to, labels)),
