@@ -51,9 +51,17 @@ unit: $(DEV_STAMP)
 test: lint unit js
 
 # The Node.js client's own suite: golden vectors, conformance, a live session.
+# Without Node.js it is skipped with a message; with REQUIRE_NODE=1 (set by
+# .ci/run) a missing Node.js fails instead, so CI cannot pass without the suite.
+# Node.js older than 20 always fails.
+REQUIRE_NODE ?= 0
+
 js: $(DEV_STAMP)
 	@if ! command -v node >/dev/null 2>&1; then \
-		echo "SKIPPED protocol/clients/js tests: node is not installed"; \
+		if [ "$(REQUIRE_NODE)" = 1 ]; then \
+			echo "protocol/clients/js tests need Node.js 20 or newer (REQUIRE_NODE=1): node is not installed" >&2; exit 1; \
+		fi; \
+		echo "SKIPPED protocol/clients/js tests: node is not installed (REQUIRE_NODE=1 makes this an error)"; \
 	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
 		echo "protocol/clients/js needs Node.js 20 or newer, found $$(node --version)" >&2; exit 1; \
 	else \

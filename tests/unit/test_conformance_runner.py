@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,41 @@ def test_every_bad_payload_is_refused_by_the_server() -> None:
 )
 def test_compare_is_strict_about_types(expected: object, actual: object, ok: bool) -> None:
     assert (compare(expected, actual) == []) is ok
+
+
+# --- protocol/conformance/schema_check.py as a third-language client runs it ----------
+
+SCHEMA_CHECK = ROOT / "protocol" / "conformance" / "schema_check.py"
+
+
+def _schema_check(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    # -I -S: no site-packages and no project on the path, as on a machine with
+    # only Python 3.11 and this repository's protocol/ directory.
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(SCHEMA_CHECK), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_schema_check_runs_on_the_standard_library_alone() -> None:
+    done = _schema_check("--golden")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_schema_check_command_line_answers() -> None:
+    good = json.dumps({"cue": "who", "top_k": 5, "vector": {"$bytes": "0000803e"}})
+    assert _schema_check("RECALL", "request", stdin=good).stdout == "ok\n"
+    assert _schema_check("0x0021", "request", stdin=good).returncode == 0
+    bad = json.dumps({"cue": "who", "records": ["statement", "gossip"]})
+    done = _schema_check("RECALL", "request", stdin=bad)
+    assert done.returncode == 1
+    assert done.stdout.startswith("MISMATCH records[1]: ")
+    end = json.dumps({"next_lsn": 7})
+    assert _schema_check("SUBSCRIBE", "stream_end", stdin=end).returncode == 0
+    assert _schema_check("SUBSCRIBE", "response", stdin=end).returncode == 1
+    assert _schema_check("NO_SUCH_OPCODE", "request", stdin=good).returncode == 2
+    assert _schema_check("RECALL", "request", stdin="{not json").returncode == 2

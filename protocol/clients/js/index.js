@@ -5,7 +5,7 @@ export { Float, float, Tag, Simple, CborError, encode as encodeCbor, decode as d
 export { FrameReader, encodeFrame, HEADER_SIZE, FLAG_EOS, MAX_FRAME_CEILING } from './src/frame.js';
 export {
   OPCODES, OPCODE_BY_NAME, OPCODE_BY_CODE, ERROR_OPCODE, RESPONSE_BIT,
-  encodePayload, decodeMessage, decodePayload, PayloadError,
+  encodePayload, decodeMessage, decodePayload, PayloadError, STREAMING_OPCODES, float32Bytes, float32Values,
 } from './src/wire.js';
 export { crc32c } from './src/crc32c.js';
 export { fromMirror, toMirror } from './src/mirror.js';

@@ -1,9 +1,24 @@
 // Strict CBOR (RFC 8949) decoding and core deterministic encoding (§4.2.1),
 // byte for byte what the server's brain/wire/cbor.py produces.
 //
-// Encoding: shortest integer heads; the shortest float (half, single, double)
-// that keeps the value, NaN as f97e00; definite lengths only; map keys sorted
-// bytewise by their encoded bytes; integers beyond 64 bits as bignums (tags 2, 3).
+// Decoding is the npm library cborg (pure JavaScript, no dependencies of its
+// own): its decodeFirst() builds the values, accepts integer heads longer
+// than needed (as the server does) and refuses duplicate keys, with a token
+// reader of ours in front of its own that adds the server's rules (WIRE.md §2,
+// spec/01-wire.md §2): nesting depth, item counts, text size, counts checked
+// against the bytes left, strict UTF-8 that keeps a leading U+FEFF, a break
+// only where an indefinite item is open, no array or map as a map key, two-byte
+// simple values from 32 only, and indefinite-length strings, which cborg does
+// not read at all.
+//
+// Encoding is this module's own, small and exact: shortest integer heads; the
+// shortest float (half, single, double) that keeps the value, NaN as f97e00;
+// definite lengths only; map keys sorted bytewise by their encoded bytes;
+// integers beyond 64 bits as bignums (tags 2, 3). cborg's encoder cannot give
+// these bytes: it writes a half-precision subnormal that is not a power of two
+// as a float32 (6.097555160522461e-05 is fa387fc000, where the server and RFC
+// 8949 preferred serialization write f903ff), and its type encoders return
+// tokens, not bytes, so no option reaches that choice (README.md, "CBOR").
 //
 // JavaScript values and CBOR, both ways:
 //
@@ -29,11 +44,11 @@
 // so a caller reads `confidence: 1`. Only in untyped (`any`) positions, such
 // as PING's nonce, does an integral float reach the caller as a Float.
 //
-// Decoding bounds everything a hostile peer could make us spend, with the
-// server's limits, and rejects what the server rejects (WIRE.md §2,
-// spec/01-wire.md §2). One deliberate difference: keys are compared as CBOR
-// items, so {1: a, true: b} has two distinct keys here (RFC 8949 §5.6), while
-// the Python decoder calls them duplicates.
+// One deliberate difference from the server: keys are compared as CBOR items,
+// so {1: a, true: b} has two distinct keys here (RFC 8949 §5.6), while the
+// Python decoder calls them duplicates.
+
+import { Token, Tokenizer, Type, decodeFirst as cborgDecodeFirst } from 'cborg';
 
 /** Deepest nesting of arrays, maps and tags accepted (WIRE.md §2). */
 export const MAX_DEPTH = 32;
@@ -271,231 +286,204 @@ export function encode(value) {
 
 const textDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }); // keep a leading U+FEFF
 
-/** @param {bigint} value @returns {number|bigint} */
+/** @param {bigint|number} value @returns {number|bigint} */
 function narrow(value) {
-  return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)
-    ? Number(value)
-    : value;
+  const big = BigInt(value);
+  return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big;
 }
 
-/** @param {unknown} value */
-function isContainer(value) {
-  return Array.isArray(value) || value instanceof Map || isPlainObject(value);
+/** @param {Uint8Array} raw @param {number} start */
+function text(raw, start) {
+  if (raw.length > MAX_TEXT_BYTES) throw new CborError(`text at offset ${start} is over ${MAX_TEXT_BYTES} bytes`, start);
+  try {
+    return textDecoder.decode(raw);
+  } catch {
+    throw new CborError(`text at offset ${start} is not valid UTF-8`, start);
+  }
 }
 
-class Decoder {
-  /** @param {Uint8Array} data */
-  constructor(data) {
-    this.data = data;
-    this.view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-    this.pos = 0;
-    this.end = data.length;
+/**
+ * An array, map or tag whose items are still being read.
+ * @typedef {{items: number, done: number, map: boolean, key: boolean, start: number}} Open
+ */
+
+/**
+ * cborg's token reader with the server's rules in front of it. cborg builds the
+ * values from these tokens; this reader sees every token first, in order, so it
+ * knows how deep each item is, whether it is a map key, and which indefinite
+ * item a break closes.
+ */
+class StrictTokenizer extends Tokenizer {
+  /** @param {Uint8Array} data @param {object} options */
+  constructor(data, options) {
+    super(data, options);
+    /** @type {Open[]} */
+    this.open = [];
   }
 
-  /** @param {number|bigint} count */
-  take(count) {
-    if (count > this.end - this.pos) {
-      throw new CborError(`item at offset ${this.pos} runs past the end of the payload`, this.pos);
+  /** @returns {Token} */
+  next() {
+    const start = this._pos;
+    const top = this.open.at(-1);
+    const asKey = top !== undefined && ((top.map && top.done % 2 === 0) || top.key);
+    const byte = this.data[start];
+    if (byte === BREAK) return this.closeIndefinite(top, start);
+    if (this.open.length >= MAX_DEPTH) throw new CborError(`nesting deeper than ${MAX_DEPTH}`, start);
+    if (top && top.items === Infinity && top.done >= (top.map ? 2 * MAX_MAP_LENGTH : MAX_ARRAY_LENGTH)) {
+      throw new CborError(`${top.map ? 'map' : 'array'} at offset ${top.start} has over ${top.map ? MAX_MAP_LENGTH : MAX_ARRAY_LENGTH} ${top.map ? 'pairs' : 'items'}`, top.start);
     }
-    const start = this.pos;
-    this.pos += Number(count);
-    return this.data.subarray(start, this.pos);
+    let token;
+    if (byte === 0x5f || byte === 0x7f) token = this.indefiniteString(start, byte >> 5);
+    else if (byte >= 0xe0 && byte <= 0xf3) token = this.simple(start, byte & 0x1f, 1);
+    else if (byte === 0xf8) {
+      if (start + 1 >= this.data.length) throw new CborError(`item at offset ${start} runs past the end of the payload`, start);
+      const value = this.data[start + 1];
+      if (value < 32) throw new CborError(`two-byte simple value ${value} at offset ${start} (must be >= 32)`, start);
+      token = this.simple(start, value, 2);
+    } else {
+      try {
+        token = super.next();
+      } catch (error) {
+        throw fromCborg(error, start);
+      }
+      token = this.checked(token, start);
+    }
+    const { type } = token;
+    if (type === Type.array || type === Type.map) {
+      if (asKey) throw new CborError(`map key at offset ${start} is an array or map`, start);
+      const map = type === Type.map;
+      const count = token.value;
+      if (count !== Infinity) {
+        const limit = map ? MAX_MAP_LENGTH : MAX_ARRAY_LENGTH;
+        const what = map ? 'map' : 'array';
+        if (count > limit) throw new CborError(`${what} at offset ${start} has over ${limit} ${map ? 'pairs' : 'items'}`, start);
+        // Each item takes at least one byte: a count past the input is a lie.
+        if ((map ? 2 : 1) * count > this.data.length - this._pos) {
+          throw new CborError(`${what} at offset ${start} runs past the end of the payload`, start);
+        }
+      }
+      this.begin(map ? 2 * count : count, map, false, start);
+    } else if (type === Type.tag) {
+      this.begin(1, false, asKey, start);
+    } else {
+      this.completed();
+    }
+    return token;
   }
 
-  /** @returns {[number, number, number|bigint|null]} major, info, argument (null: indefinite) */
-  head() {
-    if (this.pos >= this.end) {
-      throw new CborError(`payload ends where an item was expected (offset ${this.pos})`, this.pos);
+  /**
+   * The token cborg read, made to follow the server's rules and this module's values.
+   * @param {Token} token @param {number} start
+   */
+  checked(token, start) {
+    const { type } = token;
+    if (type === Type.string) {
+      // cborg's shared token for the empty text (0x60) carries no bytes.
+      const raw = /** @type {any} */ (token).byteValue ?? new Uint8Array(0);
+      return new Token(Type.string, text(raw, start), token.encodedLength);
     }
-    const initial = this.data[this.pos++];
-    const major = initial >> 5;
-    const info = initial & 0x1f;
-    if (info < 24) return [major, info, info];
-    if (info === 24) return [major, info, this.take(1)[0]];
-    if (info === 25) {
-      this.take(2);
-      return [major, info, this.view.getUint16(this.pos - 2)];
+    if (type === Type.bytes) {
+      // A copy: cborg's value is a view of the frame buffer, which the reader reuses.
+      return new Token(Type.bytes, Buffer.from(token.value), token.encodedLength);
     }
-    if (info === 26) {
-      this.take(4);
-      return [major, info, this.view.getUint32(this.pos - 4)];
+    if (type === Type.float && typeof token.value === 'number') {
+      return new Token(Type.float, floatValue(token.value), token.encodedLength);
     }
-    if (info === 27) {
-      this.take(8);
-      return [major, info, narrow(this.view.getBigUint64(this.pos - 8))];
+    if (type === Type.uint || type === Type.negint) {
+      return new Token(type, narrow(token.value), token.encodedLength);
     }
-    if (info === 31) return [major, info, null];
-    throw new CborError(`reserved additional information ${info} at offset ${this.pos - 1}`, this.pos - 1);
+    return token;
   }
 
-  /** @param {number} depth @returns {unknown} */
-  item(depth) {
-    if (depth > MAX_DEPTH) throw new CborError(`nesting deeper than ${MAX_DEPTH}`, this.pos);
-    const start = this.pos;
-    const [major, info, arg] = this.head();
-    switch (major) {
-      case 0:
-        if (arg === null) throw new CborError(`indefinite length on an integer at offset ${start}`, start);
-        return arg;
-      case 1:
-        if (arg === null) throw new CborError(`indefinite length on an integer at offset ${start}`, start);
-        return narrow(-1n - BigInt(arg));
-      case 2:
-      case 3:
-        return this.string(major, arg, start);
-      case 4:
-        return this.array(arg, depth, start);
-      case 5:
-        return this.map(arg, depth, start);
-      case 6:
-        if (arg === null) throw new CborError(`indefinite length on a tag at offset ${start}`, start);
-        return this.tag(arg, depth);
-      default:
-        return this.simpleOrFloat(info, arg, start);
-    }
+  /** @param {number} start @param {number} value @param {number} length */
+  simple(start, value, length) {
+    this._pos = start + length;
+    return new Token(Type.float, new Simple(value), length);
   }
 
-  /** @param {Uint8Array} raw @param {number} start */
-  static text(raw, start) {
-    if (raw.length > MAX_TEXT_BYTES) {
-      throw new CborError(`text at offset ${start} is over ${MAX_TEXT_BYTES} bytes`, start);
-    }
-    try {
-      return textDecoder.decode(raw);
-    } catch {
-      throw new CborError(`text at offset ${start} is not valid UTF-8`, start);
-    }
+  /** @param {Open|undefined} top @param {number} start */
+  closeIndefinite(top, start) {
+    if (!top || top.items !== Infinity) throw new CborError(`unexpected break at offset ${start}`, start);
+    if (top.map && top.done % 2 === 1) throw new CborError(`map at offset ${top.start} ends without a value`, top.start);
+    this._pos = start + 1;
+    this.open.pop();
+    this.completed();
+    return new Token(Type.break, undefined, 1);
   }
 
-  /** @param {number} major @param {number|bigint|null} arg @param {number} start */
-  string(major, arg, start) {
-    if (arg !== null) {
-      const raw = this.take(arg);
-      return major === 3 ? Decoder.text(raw, start) : Buffer.from(raw);
-    }
-    /** @type {(string|Uint8Array)[]} */
+  /**
+   * A text or byte string of definite chunks ended by a break, which cborg does not read.
+   * @param {number} start @param {number} major
+   */
+  indefiniteString(start, major) {
+    const { data } = this;
+    let pos = start + 1;
+    /** @type {Uint8Array[]} */
     const chunks = [];
     let total = 0;
     for (;;) {
-      if (this.pos >= this.end) throw new CborError(`indefinite string at offset ${start} has no break`, start);
-      if (this.data[this.pos] === BREAK) {
-        this.pos++;
+      if (pos >= data.length) throw new CborError(`indefinite string at offset ${start} has no break`, start);
+      if (data[pos] === BREAK) {
+        pos++;
         break;
       }
-      const chunkStart = this.pos;
-      const [chunkMajor, , chunkLength] = this.head();
-      if (chunkMajor !== major || chunkLength === null) {
+      const chunkStart = pos;
+      const initial = data[pos];
+      const info = initial & 0x1f;
+      if (initial >> 5 !== major || info > 27) {
         throw new CborError(`bad chunk in indefinite string at offset ${chunkStart}`, chunkStart);
       }
-      const raw = this.take(chunkLength);
-      total += raw.length;
-      if (major === 3 && total > MAX_TEXT_BYTES) {
-        throw new CborError(`text at offset ${start} is over ${MAX_TEXT_BYTES} bytes`, start);
+      const width = info < 24 ? 0 : 1 << (info - 24);
+      if (pos + 1 + width > data.length) throw new CborError(`item at offset ${chunkStart} runs past the end of the payload`, chunkStart);
+      let length = info;
+      if (width) {
+        const view = new DataView(data.buffer, data.byteOffset + pos + 1, width);
+        length = width === 8 ? Number(view.getBigUint64(0)) : width === 4 ? view.getUint32(0) : width === 2 ? view.getUint16(0) : view.getUint8(0);
       }
-      // Each chunk of a text string must be valid UTF-8 on its own (RFC 8949 §3.2.3).
-      chunks.push(major === 3 ? Decoder.text(raw, chunkStart) : raw);
+      pos += 1 + width;
+      if (length > data.length - pos) throw new CborError(`item at offset ${chunkStart} runs past the end of the payload`, chunkStart);
+      const raw = data.subarray(pos, pos + length);
+      pos += length;
+      total += length;
+      if (major === 3) {
+        if (total > MAX_TEXT_BYTES) throw new CborError(`text at offset ${start} is over ${MAX_TEXT_BYTES} bytes`, start);
+        text(raw, chunkStart); // each chunk must be valid UTF-8 on its own (RFC 8949 §3.2.3)
+      }
+      chunks.push(raw);
     }
-    if (major === 3) return chunks.join('');
-    return Buffer.concat(/** @type {Uint8Array[]} */ (chunks));
+    this._pos = pos;
+    const joined = Buffer.concat(chunks);
+    return major === 3
+      ? new Token(Type.string, text(joined, start), pos - start)
+      : new Token(Type.bytes, joined, pos - start);
   }
 
-  /** @param {number|bigint|null} arg @param {number} depth @param {number} start */
-  array(arg, depth, start) {
-    const items = [];
-    if (arg !== null) {
-      if (arg > MAX_ARRAY_LENGTH) throw new CborError(`array at offset ${start} has over ${MAX_ARRAY_LENGTH} items`, start);
-      // Each item takes at least one byte: a count past the input is a lie.
-      if (arg > this.end - this.pos) throw new CborError(`array at offset ${start} runs past the end of the payload`, start);
-      for (let i = 0; i < arg; i++) items.push(this.item(depth + 1));
-      return items;
-    }
+  /** @param {number} items @param {boolean} map @param {boolean} key @param {number} start */
+  begin(items, map, key, start) {
+    if (items === 0) this.completed();
+    else this.open.push({ items, done: 0, map, key, start });
+  }
+
+  /** One item is complete: count it in the container it belongs to, closing containers that are full. */
+  completed() {
     for (;;) {
-      if (this.pos >= this.end) throw new CborError(`indefinite array at offset ${start} has no break`, start);
-      if (this.data[this.pos] === BREAK) {
-        this.pos++;
-        return items;
-      }
-      if (items.length >= MAX_ARRAY_LENGTH) throw new CborError(`array at offset ${start} has over ${MAX_ARRAY_LENGTH} items`, start);
-      items.push(this.item(depth + 1));
+      const top = this.open.at(-1);
+      if (!top) return;
+      top.done += 1;
+      if (top.done < top.items) return;
+      this.open.pop();
     }
   }
+}
 
-  /** @param {number|bigint|null} arg @param {number} depth @param {number} start */
-  map(arg, depth, start) {
-    /** @type {[unknown, unknown][]} */
-    const pairs = [];
-    const seen = new Set();
-    const pair = () => {
-      const keyPos = this.pos;
-      const key = this.item(depth + 1);
-      if (isContainer(key) || (key instanceof Tag && isContainer(key.value))) {
-        throw new CborError(`map key at offset ${keyPos} is an array or map`, keyPos);
-      }
-      // Text keys by value; others by their canonical encoding (1, 1.0 and true differ).
-      const identity = typeof key === 'string' ? `t${key}` : `c${encode(key).toString('hex')}`;
-      if (seen.has(identity)) {
-        const shown = typeof key === 'string' ? JSON.stringify(key) : `of type ${typeof key}`;
-        throw new CborError(`duplicate map key ${shown} at offset ${keyPos}`, keyPos);
-      }
-      seen.add(identity);
-      if (this.pos >= this.end) throw new CborError(`map at offset ${start} ends without a value`, start);
-      pairs.push([key, this.item(depth + 1)]);
-    };
-    if (arg !== null) {
-      if (arg > MAX_MAP_LENGTH) throw new CborError(`map at offset ${start} has over ${MAX_MAP_LENGTH} pairs`, start);
-      if (2 * Number(arg) > this.end - this.pos) throw new CborError(`map at offset ${start} runs past the end of the payload`, start);
-      for (let i = 0; i < arg; i++) pair();
-    } else {
-      for (;;) {
-        if (this.pos >= this.end) throw new CborError(`indefinite map at offset ${start} has no break`, start);
-        if (this.data[this.pos] === BREAK) {
-          this.pos++;
-          break;
-        }
-        if (pairs.length >= MAX_MAP_LENGTH) throw new CborError(`map at offset ${start} has over ${MAX_MAP_LENGTH} pairs`, start);
-        pair();
-      }
-    }
-    if (!pairs.every(([k]) => typeof k === 'string')) return new Map(pairs);
-    /** @type {Record<string, unknown>} */
-    const result = {};
-    for (const [key, value] of pairs) {
-      // Assigning "__proto__" would set the prototype instead of a key.
-      Object.defineProperty(result, /** @type {string} */ (key), {
-        value, enumerable: true, writable: true, configurable: true,
-      });
-    }
-    return result;
-  }
-
-  /** @param {number|bigint} number @param {number} depth */
-  tag(number, depth) {
-    const value = this.item(depth + 1);
-    if ((number === 2 || number === 3) && value instanceof Uint8Array) {
-      const magnitude = value.length ? BigInt(`0x${Buffer.from(value).toString('hex')}`) : 0n;
-      return narrow(number === 2 ? magnitude : -1n - magnitude);
-    }
-    return new Tag(number, value);
-  }
-
-  /** @param {number} info @param {number|bigint|null} arg @param {number} start */
-  simpleOrFloat(info, arg, start) {
-    if (info < 20) return new Simple(info);
-    if (info === 20) return false;
-    if (info === 21) return true;
-    if (info === 22) return null;
-    if (info === 23) return undefined;
-    if (info === 24) {
-      if (/** @type {number} */ (arg) < 32) {
-        throw new CborError(`two-byte simple value ${arg} at offset ${start} (must be >= 32)`, start);
-      }
-      return new Simple(/** @type {number} */ (arg));
-    }
-    if (info === 25) return floatValue(decodeHalf(/** @type {number} */ (arg)));
-    if (info === 26) return floatValue(this.view.getFloat32(start + 1));
-    if (info === 27) return floatValue(this.view.getFloat64(start + 1));
-    throw new CborError(`unexpected break at offset ${start}`, start);
-  }
+/**
+ * An error cborg raised, as a CborError.
+ * @param {unknown} error @param {number} offset
+ */
+function fromCborg(error, offset) {
+  if (error instanceof CborError) return error;
+  const message = (error instanceof Error ? error.message : String(error)).replace(/^CBOR decode error: /, '');
+  return new CborError(`${message} (at offset ${offset})`, offset);
 }
 
 /**
@@ -509,14 +497,74 @@ function floatValue(value) {
   return Number.isInteger(value) && Math.abs(value) <= MAX_PLAIN_INTEGER ? new Float(value) : value;
 }
 
-/** @param {number} bits a half-precision pattern */
-function decodeHalf(bits) {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exponent = (bits >>> 10) & 0x1f;
-  const mantissa = bits & 0x3ff;
-  if (exponent === 0) return sign * mantissa * 2 ** -24;
-  if (exponent === 0x1f) return mantissa ? NaN : sign * Infinity;
-  return sign * (1024 + mantissa) * 2 ** (exponent - 25);
+/**
+ * What cborg gives for a tag: tags 2 and 3 on a byte string are bignums; any
+ * other tag is kept as a Tag, so nothing is lost.
+ * @param {string} key the tag number, as cborg looks it up
+ */
+function tagDecoder(key) {
+  const number = narrow(BigInt(key));
+  return (/** @type {() => unknown} */ content) => {
+    const value = content();
+    if ((number === 2 || number === 3) && value instanceof Uint8Array) {
+      const magnitude = value.length ? BigInt(`0x${Buffer.from(value).toString('hex')}`) : 0n;
+      return narrow(number === 2 ? magnitude : -1n - magnitude);
+    }
+    return new Tag(number, value);
+  };
+}
+
+/** Every tag number has a decoder (cborg refuses tags it has none for). */
+const ALL_TAGS = new Proxy({}, {
+  get: (_target, key) => (typeof key === 'string' && /^\d+$/.test(key) ? tagDecoder(key) : undefined),
+});
+
+const DECODE_OPTIONS = Object.freeze({
+  strict: false, // like the server, accept an integer head longer than needed
+  allowIndefinite: true,
+  allowUndefined: true,
+  allowBigInt: true,
+  useMaps: true, // keys of any type; maps whose keys are all text become objects below
+  rejectDuplicateMapKeys: true,
+  retainStringBytes: true, // so that text is decoded again, strictly, by StrictTokenizer
+  tags: ALL_TAGS,
+});
+
+/**
+ * The value cborg built, in this module's forms: a map whose keys are all text
+ * is a plain object (a "__proto__" key stays a key), other maps stay Maps, with
+ * duplicate keys that Map cannot see (equal byte strings, floats, tags) refused.
+ * @param {unknown} value
+ * @returns {unknown}
+ */
+function settle(value) {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = settle(value[i]);
+    return value;
+  }
+  if (value instanceof Tag) return new Tag(value.tag, settle(value.value));
+  if (!(value instanceof Map)) return value;
+  if ([...value.keys()].every((key) => typeof key === 'string')) {
+    /** @type {Record<string, unknown>} */
+    const result = {};
+    for (const [key, item] of value) {
+      // Assigning "__proto__" would set the prototype instead of a key.
+      Object.defineProperty(result, key, { value: settle(item), enumerable: true, writable: true, configurable: true });
+    }
+    return result;
+  }
+  const seen = new Set();
+  const result = new Map();
+  for (const [rawKey, item] of value) {
+    const key = settle(rawKey);
+    if (typeof key === 'object' && key !== null) {
+      const identity = key instanceof Simple ? `simple ${key.value}` : encode(key).toString('hex');
+      if (seen.has(identity)) throw new CborError(`duplicate map key of type ${key.constructor.name}`);
+      seen.add(identity);
+    }
+    result.set(key, settle(item));
+  }
+  return result;
 }
 
 /**
@@ -525,13 +573,27 @@ function decodeHalf(bits) {
  * @returns {unknown}
  */
 export function decode(data) {
-  const decoder = new Decoder(data);
-  const value = decoder.item(1);
-  if (decoder.pos !== decoder.end) {
-    throw new CborError(
-      `${decoder.end - decoder.pos} bytes follow the item at offset ${decoder.pos}`,
-      decoder.pos,
-    );
+  const bytes = data instanceof Uint8Array && data.constructor !== Uint8Array
+    ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+    : data;
+  const tokenizer = new StrictTokenizer(bytes, DECODE_OPTIONS);
+  let value;
+  try {
+    [value] = cborgDecodeFirst(bytes, { ...DECODE_OPTIONS, tokenizer });
+  } catch (error) {
+    if (error instanceof CborError) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    if (/repeat map key/.test(message)) {
+      throw new CborError(`duplicate map key ${message.replace(/^.*repeat map key /, '')}`);
+    }
+    if (/not enough entries|did not find any content/.test(message)) {
+      throw new CborError(`payload ends where an item was expected (offset ${tokenizer.pos()})`, tokenizer.pos());
+    }
+    throw fromCborg(error, tokenizer.pos());
   }
-  return value;
+  const end = tokenizer.pos();
+  if (end !== bytes.length) {
+    throw new CborError(`${bytes.length - end} bytes follow the item at offset ${end}`, end);
+  }
+  return settle(value);
 }

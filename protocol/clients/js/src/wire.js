@@ -34,14 +34,12 @@ export const SCHEMA = readJson('schema.json');
 export const RESPONSE_BIT = PROTOCOL.frame.response_bit;
 export const ERROR_OPCODE = PROTOCOL.frame.error_opcode;
 
-/** Opcodes whose answer is a stream of frames ended by EOS (WIRE.md §8, SUBSCRIBE). */
-export const STREAMING_OPCODES = new Set(['SUBSCRIBE']);
-
 /**
- * Whether `op` answers with a stream: named so by WIRE.md, or given a stream-end shape by schema.json.
+ * Whether `op` answers with a stream of frames ended by EOS: schema.json gives
+ * exactly those opcodes a `stream_end` shape (spec/01-wire.md §7).
  * @param {OpcodeInfo} op
  */
-export const isStreaming = (op) => STREAMING_OPCODES.has(op.name) || op.streamEnd !== null;
+export const isStreaming = (op) => op.streamEnd !== null;
 
 /**
  * @typedef {object} OpcodeInfo
@@ -68,6 +66,9 @@ export const OPCODES = PROTOCOL.opcodes.map((/** @type {any} */ row) => {
     streamEnd: shapes.stream_end ?? null,
   });
 });
+
+/** The opcodes whose answer is a stream (SUBSCRIBE), read from schema.json's `stream_end` entries. */
+export const STREAMING_OPCODES = new Set(OPCODES.filter(isStreaming).map((op) => op.name));
 
 /** @type {Map<string, OpcodeInfo>} */
 export const OPCODE_BY_NAME = new Map(OPCODES.map((op) => [op.name, op]));
@@ -192,6 +193,28 @@ function isRecord(value) {
 }
 
 /**
+ * The wire form of a vector: each value as a little-endian float32.
+ * @param {Float32Array} values
+ * @returns {Buffer}
+ */
+export function float32Bytes(values) {
+  const out = Buffer.alloc(values.length * 4);
+  values.forEach((value, i) => out.writeFloatLE(value, i * 4));
+  return out;
+}
+
+/**
+ * A vector as read from the wire (little-endian float32 values) as a Float32Array.
+ * @param {Uint8Array} bytes
+ * @returns {Float32Array}
+ */
+export function float32Values(bytes) {
+  if (bytes.length % 4) throw new RangeError(`a vector is a whole number of float32 values, not ${bytes.length} bytes`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return Float32Array.from({ length: bytes.length / 4 }, (_, i) => view.getFloat32(i * 4, true));
+}
+
+/**
  * Walk `value` against shape `name` and return a CBOR-ready copy.
  * @param {string} name
  * @param {unknown} value
@@ -233,6 +256,12 @@ function prepare(type, value, path) {
       if (typeof value !== 'string') throw new EncodeError(`must be a string, got ${describe(value)}`, path);
       return value;
     case 'bytes':
+      // A vector is little-endian float32 values (spec/01-wire.md §2), whatever the host's byte order.
+      if (value instanceof Float32Array) return float32Bytes(value);
+      if (Array.isArray(value) && value.length > 0 && value.every((item) => typeof item === 'number')) {
+        // Refused rather than guessed at: an array of numbers could mean float32 values or raw bytes.
+        throw new EncodeError('must be a Uint8Array; for a vector of numbers pass a Float32Array', path);
+      }
       // A hex or base64 string here is the classic mistake: the server wants raw bytes.
       if (!(value instanceof Uint8Array)) throw new EncodeError(`must be a Uint8Array, got ${describe(value)}`, path);
       return value;
@@ -309,13 +338,20 @@ export function decodePayload(payload) {
 }
 
 /**
- * Unwrap the Float of every float-typed key of shape `name` into a number, in place.
+ * Settle a decoded message of shape `name`, in place: a key holding `null` is
+ * absent (spec/01-wire.md §2: null means absent; the server omits absent keys,
+ * so this only meets a peer that sends null), and the Float of every
+ * float-typed key becomes a number.
  * @param {string} name
  * @param {Record<string, unknown>} message
  */
 function unwrapShape(name, message) {
   const types = fieldTypes(name);
   for (const [key, value] of Object.entries(message)) {
+    if (value === null) {
+      delete message[key];
+      continue;
+    }
     const type = types.get(key);
     if (type) message[key] = unwrap(type, value);
   }
@@ -338,7 +374,9 @@ function unwrap(type, value) {
 
 /**
  * Decode the payload of a frame of `opcode` into the message a caller reads:
- * floats in float-typed keys are plain numbers, even when integral.
+ * floats in float-typed keys are plain numbers, even when integral, and a key
+ * of a message (at any depth) that holds null is left out; inside an untyped
+ * (`any`, `map`) value a null is kept.
  * @param {number} opcode
  * @param {Uint8Array} payload
  * @param {boolean} [eos] the frame's EOS flag (it picks a stream end's shape)

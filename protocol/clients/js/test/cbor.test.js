@@ -153,3 +153,32 @@ test('values that have no CBOR form are refused', () => {
   assert.throws(() => encode(() => 1), TypeError);
   assert.throws(() => encode(Symbol('s')), TypeError);
 });
+
+test('what the server accepts is read: indefinite items, longer heads, tags kept', () => {
+  assert.equal(dec('7f6161626263ff'), 'abc');
+  assert.deepEqual(dec('5f4101420203ff'), Buffer.from([1, 2, 3]));
+  assert.deepEqual(dec('9f0102ff'), [1, 2]);
+  assert.deepEqual(dec('bf616101ff'), { a: 1 });
+  assert.equal(dec('1b0000000000000001'), 1); // a head longer than needed, as the server accepts
+  assert.deepEqual(dec('a1781a' + Buffer.from('abcdefghijklmnopqrstuvwxyz').toString('hex') + '60'), { abcdefghijklmnopqrstuvwxyz: '' });
+  const bigTag = dec('db000000010000000001');
+  assert.ok(bigTag instanceof Tag);
+  assert.equal(bigTag.tag, 2 ** 32);
+});
+
+test('breaks and keys the server refuses are refused inside indefinite items too', () => {
+  const bad = {
+    'break where a map value belongs': 'bf6161ff',
+    'break closing a definite array': '8201ff',
+    'array as a key of an indefinite map': 'bf8001ff',
+    'tag holding an array as a map key': 'a1c18001',
+    'duplicate byte-string keys': 'a2410101410102',
+    'duplicate float keys': 'a2f93c0001f93c0002',
+    'indefinite map past its pair limit is still bounded by the input': 'bf',
+    'invalid UTF-8 in a chunk of an indefinite text': '7f62c328ff',
+    'simple value holding the two-byte form of false': 'f814',
+  };
+  for (const [name, text] of Object.entries(bad)) assert.throws(() => dec(text), CborError, name);
+  const deep = '9f'.repeat(MAX_DEPTH) + '80' + 'ff'.repeat(MAX_DEPTH);
+  assert.throws(() => dec(deep), /nesting deeper/);
+});

@@ -5,9 +5,11 @@ import { test } from 'node:test';
 import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import { code } from './helpers.js';
-import { Float, decode } from '../src/cbor.js';
+import { Float, decode, encode as encodePlain } from '../src/cbor.js';
 import { EncodeError } from '../src/errors.js';
-import { OPCODES, SCHEMA, decodeMessage, encodePayload, parseType } from '../src/wire.js';
+import {
+  OPCODES, SCHEMA, STREAMING_OPCODES, decodeMessage, encodePayload, float32Values, parseType,
+} from '../src/wire.js';
 import { Client } from '../src/client.js';
 
 const ID = Buffer.alloc(16, 7);
@@ -101,4 +103,46 @@ test('an empty payload is the empty map; a payload that is not a map is refused'
   assert.deepEqual(decodeMessage(code('BYE'), Buffer.alloc(0)), {});
   assert.throws(() => decodeMessage(code('BYE'), Buffer.from('80', 'hex')), /map with text keys/);
   assert.throws(() => decodeMessage(code('BYE'), Buffer.from('a10101', 'hex')), /map with text keys/);
+});
+
+test('a Float32Array vector travels as little-endian float32 bytes and reads back the same', () => {
+  const values = new Float32Array([0.25, -0.5, 0.125, 1, Math.fround(0.1), -0]);
+  const payload = bytes('RECALL', { cue: 'c', vector: values });
+  const sent = /** @type {any} */ (decode(payload)).vector;
+  assert.ok(Buffer.isBuffer(sent));
+  // The golden RECALL vector holds [0.25, -0.5, 0.125, 1.0] in this byte order.
+  assert.equal(sent.subarray(0, 16).toString('hex'), '0000803e000000bf0000003e0000803f');
+  const back = float32Values(decodeMessage(code('RECALL'), payload).vector);
+  assert.deepEqual([...back], [...values]);
+  assert.ok(Object.is(back[5], -0));
+});
+
+test('a plain array of numbers for a vector is refused, not guessed at', () => {
+  assert.throws(() => bytes('RECALL', { cue: 'c', vector: [0.25, -0.5] }), (error) => {
+    assert.ok(error instanceof EncodeError);
+    assert.equal(/** @type {EncodeError} */ (error).field, 'vector');
+    assert.match(String(/** @type {Error} */ (error).message), /Float32Array/);
+    return true;
+  });
+});
+
+test('null for a key of a received message means absent, at every depth; inside any it is kept', () => {
+  const response = code('STATEMENT_GET') | 0x80;
+  const golden = JSON.parse(readFileSync(new URL('../../../vectors/golden.json', import.meta.url), 'utf8'))
+    .vectors.find((/** @type {any} */ v) => v.name === 'STATEMENT_GET.response');
+  const statement = decode(Buffer.from(golden.payload_hex, 'hex'));
+  const withNulls = { .../** @type {any} */ (statement), ghost: null };
+  withNulls.statement = { ...withNulls.statement, valid_to: null };
+  const message = decodeMessage(response, encodePlain(withNulls));
+  assert.equal('ghost' in message, false);
+  assert.equal('valid_to' in message.statement, false);
+  const ping = decodeMessage(code('PING') | 0x80, encodePlain({ nonce: [null, { a: null }], server_time: 1 }));
+  assert.deepEqual(ping.nonce, [null, { a: null }]);
+});
+
+test('the streaming opcodes are those schema.json gives a stream_end shape', () => {
+  const fromSchema = SCHEMA.opcodes.filter((/** @type {any} */ op) => op.stream_end).map((/** @type {any} */ op) => op.name);
+  assert.ok(fromSchema.length > 0);
+  assert.deepEqual([...STREAMING_OPCODES].sort(), fromSchema.sort());
+  for (const op of OPCODES) assert.equal(STREAMING_OPCODES.has(op.name), op.streamEnd !== null, op.name);
 });
