@@ -25,6 +25,7 @@ shows a document the read cannot see.
 
 Parameters: cosine space, ``M`` = :data:`HNSW_M`, ``ef_construction`` =
 :data:`HNSW_EF_CONSTRUCTION`, search ``ef`` = max(k, :data:`HNSW_EF_SEARCH`).
+A search hnswlib cannot fill is widened, then asks for fewer (:func:`_knn`).
 """
 
 from __future__ import annotations
@@ -150,6 +151,39 @@ class _ScopeIndex:
                 self.deleted += 1
 
 
+def _knn(index: hnswlib.Index, query: NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+    """The ``k`` nearest, or as many as the graph yields.
+
+    hnswlib raises instead of answering short when its search reaches fewer than
+    ``k`` live entries (entries marked deleted, or a graph that degenerate vectors
+    left poorly linked). The nearest ones are still worth answering: the search is
+    widened to every element once, then ``k`` is bisected down to the most the
+    graph gives, rather than the arm going silent.
+    """
+    ef = max(k, HNSW_EF_SEARCH)
+    widest = max(ef, index.get_current_count())
+    best: list[tuple[int, float]] = []
+    low, high = 0, k  # best holds `low` results; asking for more than `high` failed
+    ask = k
+    while low < high:
+        index.set_ef(ef)
+        try:
+            labels, distances = index.knn_query(query, k=ask)
+        except RuntimeError:
+            if ef < widest:
+                ef = widest  # the same k once more, searching every element
+                continue
+            high = ask - 1
+            ask = (low + high + 1) // 2
+            continue
+        best = [(int(label), float(d)) for label, d in zip(labels[0], distances[0], strict=True)]
+        low = ask
+        ask = (low + high + 1) // 2
+    if len(best) < k:
+        log.warning("the vector index yielded %d of the %d nearest asked for", len(best), k)
+    return best
+
+
 class VectorIndexes:
     """Every scope's HNSW index, kept under ``directory``."""
 
@@ -263,14 +297,7 @@ class VectorIndexes:
             count = len(scope.labels)
             if count == 0:
                 return []
-            k = min(k, count)
-            scope.index.set_ef(max(k, HNSW_EF_SEARCH))
-            try:
-                labels, distances = scope.index.knn_query(vector.reshape(1, -1), k=k)
-            except RuntimeError:
-                # hnswlib cannot always fill k slots when many entries are deleted.
-                return []
-        return [(int(label), float(d)) for label, d in zip(labels[0], distances[0], strict=True)]
+            return _knn(scope.index, vector.reshape(1, -1), min(k, count))
 
     def total(self) -> int:
         """Vectors every index holds (deleted ones left out)."""

