@@ -561,6 +561,25 @@ def test_every_verb_command_is_registered() -> None:
     assert set(group.choices) >= verbs.COMMANDS  # type: ignore[arg-type]
 
 
+CONNECTION_OPCODES = frozenset({"HELLO", "AUTH", "PING", "BYE", "CANCEL_STREAM"})
+"""Opcodes the client library speaks for every command (handshake, liveness, close,
+stream cancel); every other opcode is some verb's job."""
+
+
+def test_every_opcode_has_a_verb() -> None:
+    import re
+    from pathlib import Path
+
+    import brain.cli
+    from brain.wire.opcodes import Opcode
+
+    root = Path(brain.cli.__file__).parent
+    source = "".join(path.read_text() for path in sorted(root.rglob("*.py")))
+    spoken = set(re.findall(r"\bOpcode\.([A-Z_]+)\b", source))
+    missing = {op.name for op in Opcode} - spoken - CONNECTION_OPCODES
+    assert not missing, f"no brain verb sends {sorted(missing)}"
+
+
 def test_statement_add_defaults() -> None:
     args = _build_parser().parse_args(["statement", "add", "Alice", "works_at", "Acme"])
     assert (args.kind, args.object_type, args.request_id, args.json) == (None, "text", None, False)
