@@ -26,6 +26,7 @@ Bounds: :data:`MAX_GRAPH_ENTITIES` entities per walk and
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Final
 
 import lmdb
@@ -176,14 +177,7 @@ def walk_filters(filters: Filters) -> Filters:
     ``predicates`` or ``min_confidence`` filter says which rows to show; the
     connections that lead to them are facts all the same.
     """
-    return Filters(
-        valid_at=filters.valid_at,
-        valid_from=filters.valid_from,
-        valid_to=filters.valid_to,
-        include_tombstoned=filters.include_tombstoned,
-        include_superseded=filters.include_superseded,
-        as_of=filters.as_of,
-    )
+    return replace(filters, kinds=None, predicates=None, min_confidence=None)
 
 
 def _neighbours(
