@@ -34,6 +34,7 @@ from brain.engine.clock import RecordClock
 from brain.engine.operations import (
     READS,
     WRITES,
+    ReadHandler,
     plan_buffered,
     plan_commit,
     plan_single,
@@ -50,7 +51,7 @@ from brain.engine.transfer import EXPORT_FORMAT, Header, Row, export_id, export_
 from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
-from brain.errors import StorageFault, Unavailable
+from brain.errors import BrainError, StorageFault, Unavailable
 from brain.retrieval.indexer import Indexer
 from brain.retrieval.indexing import PURGE_QUEUE
 from brain.retrieval.service import DEFAULT_INDEX_WAIT_S, Retrieval
@@ -458,6 +459,18 @@ class Database:
             wanted = self._writer.applied_lsn
             if not self.retrieval.indexer.wait_for(wanted, self.retrieval.index_wait_s):
                 log.warning("recall ran before the indexer reached LSN %d", wanted)
+        try:
+            return self._read_snapshot(handler, scope, request)
+        except BrainError as exc:
+            # The traceback of a refused read holds its frames, and through them its
+            # LMDB transaction, whose reader slot is freed only when that object dies.
+            # The answers of a burst of refusals (NOT_FOUND for unknown ids) wait for
+            # the event loop, up to one per open stream, and would hold as many slots
+            # (MDB_READERS_FULL). The caller needs the error, not where it arose.
+            exc.__context__ = None
+            raise exc.with_traceback(None) from None
+
+    def _read_snapshot(self, handler: ReadHandler, scope: Scope, request: Message) -> Message:
         with self._store.read() as txn:
             now = self._writer.clock.now()
             context = ReadContext(self._store, txn, now, self._resolution, self.retrieval)
