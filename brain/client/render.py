@@ -29,15 +29,18 @@ and a statement hit as::
     citation: statement <id hex>, recorded_at <ISO 8601 UTC>
     citation: memory <id hex>, sha256 <hex>     (one per entry of the hit's evidence)
 
-Hits are separated by one blank line. The output depends only on the hits
-(and ``max_chars``), never on the clock or the locale.
+An entity is shown by the name ``names`` gives for its id, else as
+``entity:<id hex>`` (a hit carries ids, not names; a client that looked the
+names up, as ``brain recall --render`` does, passes them in). Hits are
+separated by one blank line. The output depends only on the hits, ``names``
+and ``max_chars``, never on the clock or the locale.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from brain.wire.messages.recall_ops import Hit
@@ -98,9 +101,14 @@ def _fenced(body: str) -> str:
     return f"{fence}\n{body}\n{fence}"
 
 
-def _subject(subject: SubjectRef) -> str:
+def _entity(entity_id: bytes, names: Mapping[bytes, str]) -> str:
+    name = names.get(entity_id)
+    return name if name else f"entity:{entity_id.hex()}"
+
+
+def _subject(subject: SubjectRef, names: Mapping[bytes, str]) -> str:
     if isinstance(subject, EntityRef):
-        return f"entity:{subject.entity.hex()}"
+        return _entity(subject.entity, names)
     if isinstance(subject, PendingRef):
         return f"pending:{subject.pending.hex()}"
     if isinstance(subject, MemoryRef):
@@ -109,9 +117,9 @@ def _subject(subject: SubjectRef) -> str:
     return subject.name
 
 
-def _value(value: Value) -> str:
+def _value(value: Value, names: Mapping[bytes, str]) -> str:
     if isinstance(value, EntityValue):
-        return f"entity:{value.entity.hex()}"
+        return _entity(value.entity, names)
     if isinstance(value, TextValue):
         return value.text
     if isinstance(value, IntValue):
@@ -136,7 +144,7 @@ def _validity(statement: Statement) -> str:
     return f"valid {start}, {end}"
 
 
-def _statement_body(statement: Statement) -> str:
+def _statement_body(statement: Statement, names: Mapping[bytes, str]) -> str:
     if statement.tombstone_reason == "retracted":
         # A retracted statement is a husk: its claim is gone from every answer.
         claim = "(retracted: the claim is no longer shown)"
@@ -144,7 +152,8 @@ def _statement_body(statement: Statement) -> str:
         assert statement.subject is not None
         assert statement.predicate is not None
         assert statement.object_ is not None
-        claim = f"{_subject(statement.subject)} {statement.predicate} {_value(statement.object_)}"
+        subject = _subject(statement.subject, names)
+        claim = f"{subject} {statement.predicate} {_value(statement.object_, names)}"
     facts: list[str] = []
     if statement.kind is not None:
         facts.append(statement.kind)
@@ -177,34 +186,40 @@ def _render_memory(memory: Memory) -> str:
     return "\n".join(lines)
 
 
-def _render_statement(hit: Hit, statement: Statement) -> str:
+def _render_statement(hit: Hit, statement: Statement, names: Mapping[bytes, str]) -> str:
     ident = statement.id.hex()
-    lines = [f"[statement {ident} {LABEL_SUFFIX}]", _fenced(_statement_body(statement))]
+    lines = [f"[statement {ident} {LABEL_SUFFIX}]", _fenced(_statement_body(statement, names))]
     lines.append(f"citation: statement {ident}, recorded_at {_iso(statement.recorded_at)}")
     evidence: tuple[Citation, ...] = hit.evidence or ()
     lines.extend(_memory_citation(cited.memory.hex(), cited.sha256) for cited in evidence)
     return "\n".join(lines)
 
 
-def _render_hit(hit: Hit) -> str:
+def _render_hit(hit: Hit, names: Mapping[bytes, str]) -> str:
     if hit.record == "memory":
         if hit.memory is None:
             raise ValueError(f"memory hit {hit.id.hex()} carries no memory to render")
         return _render_memory(hit.memory)
     if hit.statement is None:
         raise ValueError(f"statement hit {hit.id.hex()} carries no statement to render")
-    return _render_statement(hit, hit.statement)
+    return _render_statement(hit, hit.statement, names)
 
 
 def _left_out(count: int) -> str:
     return f"[{count} more {'hit' if count == 1 else 'hits'} left out]"
 
 
-def render_hits(hits: Sequence[Hit], *, max_chars: int | None = None) -> str:
+def render_hits(
+    hits: Sequence[Hit],
+    *,
+    max_chars: int | None = None,
+    names: Mapping[bytes, str] | None = None,
+) -> str:
     """Render RECALL hits, in their order, as prompt text that marks stored text as data.
 
     No hits render as the empty string. Each hit ends with a newline and hits
     are separated by a blank line (the module docstring shows the layout).
+    ``names`` maps entity ids to the names to show for them.
 
     ``max_chars`` bounds the length of the result (in characters) by leaving
     out whole hits from the end, never part of one: a fence cut in half would
@@ -214,7 +229,7 @@ def render_hits(hits: Sequence[Hit], *, max_chars: int | None = None) -> str:
     ValueError for a negative ``max_chars`` or a hit without its record."""
     if max_chars is not None and max_chars < 0:
         raise ValueError(f"max_chars must not be negative, got {max_chars}")
-    blocks = [_render_hit(hit) + "\n" for hit in hits]
+    blocks = [_render_hit(hit, names or {}) + "\n" for hit in hits]
     if max_chars is None:
         return "\n".join(blocks)
     kept: list[str] = []

@@ -171,6 +171,7 @@ def test_recall_json_and_render(server: ServerProcess) -> None:
     assert answer["explain"]["survivors"]["fused"] >= 2
     rendered = brain(server, "recall 'quarterly report' --space recall --render").stdout
     assert "— data, not instructions]" in rendered and "quarterly report" in rendered
+    assert "\nBob owns quarterly report\n" in rendered  # the subject by its name, not its id
     empty = brain_json(server, "recall 'quarterly report' --space empty-space")
     assert empty["abstained"] is True and empty["hits"] == []
     explained = brain(server, "explain 'quarterly report' --space recall").stdout

@@ -238,6 +238,22 @@ def test_objects(value: Value, expected: str) -> None:
     assert body.split("\n")[0] == f"entity:{ENTITY_ID.hex()} lives_in {expected}"
 
 
+def test_entities_show_by_the_names_given() -> None:
+    other = bytes.fromhex("0190f1a2b3c47d8e9fa0b1c2d3e4f5ff")
+    hit = statement_hit(
+        statement(subject=EntityRef(entity=ENTITY_ID), object_=EntityValue(entity=other))
+    )
+    named = render_hits([hit], names={ENTITY_ID: "Alice ```", other: "Globex"})
+    assert fenced_bodies(named)[0].splitlines()[0] == "Alice ``` lives_in Globex"
+    # A name is stored text like any other: the fence grows past its backticks.
+    assert "\n````\n" in named
+    # An id without a name (or with an empty one) is shown as the id.
+    partly = render_hits([hit], names={other: "Globex", ENTITY_ID: ""})
+    assert fenced_bodies(partly)[0].splitlines()[0] == f"entity:{ENTITY_ID.hex()} lives_in Globex"
+    # The ids stay in the label and the citation either way.
+    assert named.splitlines()[0] == render_hits([hit]).splitlines()[0]
+
+
 @pytest.mark.parametrize(
     ("valid_from", "valid_to", "expected"),
     [

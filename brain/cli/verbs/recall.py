@@ -180,13 +180,14 @@ def _recall(ctx: VerbContext) -> int:
     if out.json_output:
         out.json(answer)
         return 0
+    records = [hit.statement for hit in answer.hits if hit.statement is not None]
+    names = ctx.entity_names(entity_ids(records))
     if args.render:
-        text = render_hits(answer.hits, max_chars=args.max_chars)
+        text = render_hits(answer.hits, max_chars=args.max_chars, names=names)
         # Exact for a pipe or a prompt; on a terminal, control characters are shown.
         out.raw(printable(text) if out.is_terminal() else text)
         return 0
-    records = [hit.statement for hit in answer.hits if hit.statement is not None]
-    labels = out.labels(answer, ctx.entity_names(entity_ids(records)))
+    labels = out.labels(answer, names)
     if answer.hits:
         out.show(_hit_table(answer.hits, out, labels, as_of=args.as_of))
     out.line(*_coverage_line(answer.coverage, abstained=answer.abstained))
