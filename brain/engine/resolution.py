@@ -3,11 +3,18 @@
 The tiers run in order and stop at the first that finds a live entity: the
 exact normalised name, then an alias, then fuzzy (rapidfuzz ``ratio`` over the
 normalised names and aliases of the scope, score = ratio / 100, kept from the
-threshold up). Exact and alias matches score 1.0. Each entity appears once,
+threshold up, between names whose numbers agree). Exact and alias matches
+score 1.0. Each entity appears once,
 with its best score; matches go best first, ties by id. Two best candidates
 within the ambiguity margin are a tie (so two entities with the same exact
 name are one too). A type matches entities of that type and untyped ones;
 tombstoned and merged-away entities are never candidates.
+
+Numbers in names are identifiers, not spelling: ``Server 12`` is not a
+misspelling of ``Server 11``, though their ratio is 0.89. The fuzzy tier
+therefore only compares names with the same runs of digits, in the same order
+(:func:`numbers_agree`); without that rule every new numbered name beside two
+others would be a tie and wait for review.
 
 The threshold and margin are :class:`~brain.engine.tuning.Resolution`
 settings, from the ``[entities]`` section of the server's configuration.
@@ -15,6 +22,7 @@ settings, from the ``[entities]`` section of the server's configuration.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -40,6 +48,7 @@ __all__ = [
     "FUZZY_SCAN_ROWS",
     "is_ambiguous",
     "name_index",
+    "numbers_agree",
     "resolve_name",
     "tied",
 ]
@@ -50,6 +59,15 @@ milliseconds; names past it in a bigger scope are not fuzzy candidates."""
 
 _SCORE_EPSILON: Final = 1e-9
 """Scores are floats: a gap of exactly the margin must count as within it."""
+
+
+_DIGIT_RUN: Final = re.compile(r"\d+")
+
+
+def numbers_agree(first: str, second: str) -> bool:
+    """True when both names hold the same runs of digits in the same order (both none
+    included): the fuzzy tier compares only such names."""
+    return _DIGIT_RUN.findall(first) == _DIGIT_RUN.findall(second)
 
 
 def _ranked(matches: Iterable[EntityMatch]) -> list[EntityMatch]:
@@ -90,6 +108,8 @@ def _fuzzy(
         normal, names, scorer=fuzz.ratio, score_cutoff=threshold * 100, limit=None
     )
     for _, score, index in found:
+        if not numbers_agree(normal, names[index]):
+            continue
         owner = owners[index]
         best[owner] = max(best.get(owner, 0.0), min(score / 100, 1.0))
     matches: list[EntityMatch] = []

@@ -41,7 +41,7 @@ from brain.engine.entities import (
 from brain.engine.filters import Filters, judge
 from brain.engine.refs import ENTITY_TAG, answers_as, keys_answering_as
 from brain.engine.relation_rows import edges_of, load_relation
-from brain.engine.resolution import name_index
+from brain.engine.resolution import name_index, numbers_agree
 from brain.engine.scope import Scope
 from brain.engine.statements import BY_OBJECT, BY_SUBJECT, get_loaded, statement_times
 from brain.engine.store.env import Store
@@ -99,17 +99,19 @@ def _fuzzy_names(
     if not names:
         return set()
     cutoff = settings.fuzzy_threshold * 100
-    scores = process.cdist(
-        [normalise_name(q) for q in queries], names, scorer=fuzz.ratio, score_cutoff=cutoff
-    )
+    normals = [normalise_name(q) for q in queries]
+    scores = process.cdist(normals, names, scorer=fuzz.ratio, score_cutoff=cutoff)
     found: set[bytes] = set()
-    for row in scores:
-        best = float(row.max())
-        if best < cutoff or best <= 0:
+    for normal, row in zip(normals, scores, strict=True):
+        above = [
+            (float(row[index]), int(index))
+            for index in (row >= cutoff).nonzero()[0]
+            if row[index] > 0 and numbers_agree(normal, names[int(index)])
+        ]
+        if not above:
             continue
-        floor = best - settings.ambiguity_margin * 100
-        for index in (row >= floor).nonzero()[0]:
-            found.add(owners[int(index)])
+        floor = max(score for score, _ in above) - settings.ambiguity_margin * 100
+        found.update(owners[index] for score, index in above if score >= floor)
     return found
 
 

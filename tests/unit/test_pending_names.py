@@ -154,6 +154,20 @@ def test_a_fuzzy_tie_queues_an_item_and_a_clear_name_does_not(db: Database) -> N
     assert len(items(db)) == 1
 
 
+def test_numbered_names_are_never_fuzzy_neighbours(db: Database) -> None:
+    """``Server 12`` beside ``Server 11`` and ``Server 13`` (ratio 0.89 to each) is a new
+    entity, not a tie waiting for review: numbers in names are identifiers."""
+    eleven, thirteen = entity(db, "Server 11"), entity(db, "Server 13")
+    made = subject_of(db, say(db, NameRef(name="Server 12")))
+    assert isinstance(made, EntityRef) and made.entity not in (eleven, thirteen)
+    assert items(db) == []
+    # The same numbers still allow for a misspelling around them.
+    assert [m.entity_id for m in resolved(db, "Sever 11").matches] == [eleven]
+    assert [m.entity_id for m in resolved(db, "Servr 13").matches] == [thirteen]
+    assert resolved(db, "Server 14").matches == ()
+    assert resolved(db, "Server 1").matches == ()  # "1" is not "11"
+
+
 def test_the_fuzzy_threshold_is_configurable(tmp_path: Path) -> None:
     strict = DatabaseOptions(resolution=Resolution(fuzzy_threshold=0.95))
     db = brain.open(tmp_path / "d", strict)

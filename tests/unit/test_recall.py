@@ -323,6 +323,17 @@ def test_graph_arm_resolves_alias_and_fuzzy_names(db: Database) -> None:
     assert recall(db, "Wimsey", arms=GRAPH).abstained
 
 
+def test_graph_arm_keeps_numbered_names_apart(db: Database) -> None:
+    """A cue naming ``Rack 12`` starts from no other rack: digits are not misspellings."""
+    racks = {n: entity(db, f"Rack {n}") for n in (11, 12, 13)}
+    with db._store.read() as txn:
+        for n, rack in racks.items():
+            assert cue_entities(db._store, txn, _scope(), f"Rack {n}", DEFAULT_RESOLUTION) == {rack}
+        # A misspelt word around the same number still finds it.
+        assert cue_entities(db._store, txn, _scope(), "Rak 12", DEFAULT_RESOLUTION) == {racks[12]}
+        assert cue_entities(db._store, txn, _scope(), "Rack 14", DEFAULT_RESOLUTION) == set()
+
+
 def test_graph_walk_follows_only_the_links_of_the_world_asked_about(db: Database) -> None:
     """A relation or statement tombstoned since leads nowhere, unless the request includes
     tombstoned rows or asks as of before the tombstone; the tombstoned statement itself
