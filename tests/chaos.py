@@ -5,18 +5,22 @@ killed with SIGKILL at random moments, checked after every restart.
 
 Each round starts the server on the same data directory, runs
 :data:`CLIENTS` client processes that write (ENCODE, STATEMENT_CREATE,
-STATEMENT_SUPERSEDE) and read (RECALL, MEMORY_GET) and log every acknowledged
-write to a file, kills the server at a random moment, restarts it and checks:
+ENTITY_UPDATE renaming a subject, which re-indexes its statements) and read
+(RECALL, ENTITY_RESOLVE) and log every acknowledged write to a file, kills the
+server at a random moment, restarts it and checks:
 
 - every acknowledged write is there, with the content it was acknowledged
   with, and retrying it with its request id returns its first answer byte
   for byte (so it was applied exactly once);
 - no statement subject holds more versions than were acknowledged for it
   (nothing duplicated);
+- a renamed entity bears its last acknowledged name, or one it was being given
+  when the server died;
 - every few rounds, with the server stopped, the indexes agree with LMDB: the
-  lexical index holds exactly the documents that have text, every document is
-  embedded or waiting in the queue, and each scope's HNSW index holds exactly
-  the stored vectors' labels.
+  lexical index holds exactly the documents that have text, each indexed as
+  its current text (renamed subjects included), every document is embedded or
+  waiting in the queue, and each scope's HNSW index holds exactly the stored
+  vectors' labels.
 
 ``--save`` writes the figures to ``bench/results/chaos.json`` after every round,
 so a long run stopped early still leaves what it found. The test suite
@@ -41,15 +45,25 @@ from typing import Final
 
 from brain.client import Client
 from brain.errors import BrainError
+from brain.wire.messages.entity_ops import (
+    EntityGet,
+    EntityGetOk,
+    EntityResolve,
+    EntityResolveOk,
+    EntityUpdate,
+    EntityUpdateOk,
+)
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import Recall
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
+    StatementGet,
+    StatementGetOk,
     StatementList,
     StatementListOk,
 )
-from brain.wire.messages.values import NameRef, TextValue
+from brain.wire.messages.values import EntityRef, NameRef, TextValue
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
 
@@ -69,6 +83,10 @@ LOAD_START_S: Final = 15.0
 
 SUBJECTS: Final = 20
 """Statement subjects per client and round: several statements land on each."""
+
+RENAME_SHARE: Final = 0.05
+"""Share of a client's operations that rename one of its subjects: each re-indexes
+every statement naming it, through the indexer's queue."""
 
 EARLIER_SAMPLE: Final = 50
 """Memories of earlier rounds checked again each round (all of this round's are)."""
@@ -94,8 +112,7 @@ def _client(job: _Job) -> None:
     host, port, api_key, log_path = job.host, job.port, job.api_key, job.log_path
     round_no, index = job.round_no, job.index
     rng = random.Random(job.seed)
-    # Subjects far apart as names: "person 5" and "person 6" would tie in the fuzzy
-    # tier and send a new "person 7" to review (SEMANTICS.md §7).
+    # Subjects far apart as names, so the fuzzy tier never ties two of them.
     subjects = [f"{rng.getrandbits(64):016x}" for _ in range(SUBJECTS)]
     try:
         client = Client.connect(host, port, api_key=api_key, timeout=10)
@@ -139,6 +156,29 @@ def _client(job: _Job) -> None:
                         "value": value,
                         "id": made_s.statement_id.hex(),
                     }
+                elif roll < 0.8 + RENAME_SHARE:
+                    slot = rng.randrange(SUBJECTS)
+                    found = client.call(Opcode.ENTITY_RESOLVE, EntityResolve(name=subjects[slot]))
+                    assert isinstance(found, EntityResolveOk)
+                    if found.resolved is None:
+                        continue  # no statement has named it yet
+                    new_name = f"{rng.getrandbits(64):016x}"
+                    entity = found.resolved.hex()
+                    # The attempt is logged first: if the server dies before answering,
+                    # the rename may or may not have been applied.
+                    log.write(json.dumps({"op": "rename-try", "entity": entity, "to": new_name}))
+                    log.write("\n")
+                    log.flush()
+                    update = EntityUpdate(request_id=request_id, id=found.resolved, name=new_name)
+                    renamed = client.call(Opcode.ENTITY_UPDATE, update)
+                    assert isinstance(renamed, EntityUpdateOk)
+                    entry = {
+                        "op": "rename",
+                        "rid": request_id.hex(),
+                        "entity": entity,
+                        "to": new_name,
+                    }
+                    subjects[slot] = new_name
                 else:
                     client.call(
                         Opcode.RECALL, Recall(cue=f"note fact {rng.randrange(100)}", top_k=5)
@@ -162,9 +202,11 @@ def _acked(log_dir: Path, pattern: str = "*.log") -> list[dict[str, str]]:
 def _verify(server: ServerProcess, acked: list[dict[str, str]]) -> tuple[int, int]:
     """Check every acknowledged write; return (lost, duplicated)."""
     lost = duplicated = 0
-    per_subject: dict[str, int] = {}
+    per_subject: dict[bytes, set[str]] = {}
     with Client.connect(server.host, server.wire_port, api_key=server.credentials["api_key"]) as c:
         for entry in acked:
+            if entry["op"] in ("rename", "rename-try"):
+                continue  # judged per entity below
             rid = bytes.fromhex(entry["rid"])
             if entry["op"] == "encode":
                 try:
@@ -177,27 +219,34 @@ def _verify(server: ServerProcess, acked: list[dict[str, str]]) -> tuple[int, in
                 again = c.call(Opcode.ENCODE, Encode(request_id=rid, text=entry["text"]))
                 if not isinstance(again, EncodeOk) or again.memory_id.hex() != entry["id"]:
                     duplicated += 1
-            else:
-                per_subject[entry["subject"]] = per_subject.get(entry["subject"], 0) + 1
-                retry = c.call(
-                    Opcode.STATEMENT_CREATE,
-                    StatementCreate(
-                        request_id=rid,
-                        kind="fact",
-                        subject=NameRef(name=entry["subject"]),
-                        predicate="said",
-                        object_=TextValue(text=entry["value"]),
-                    ),
-                )
-                if (
-                    not isinstance(retry, StatementCreateOk)
-                    or retry.statement_id.hex() != entry["id"]
-                ):
-                    duplicated += 1
-        for subject in per_subject:
+                continue
+            try:
+                shown = c.call(Opcode.STATEMENT_GET, StatementGet(id=bytes.fromhex(entry["id"])))
+            except BrainError:
+                lost += 1
+                continue
+            assert isinstance(shown, StatementGetOk)
+            subject = shown.statement.subject
+            assert isinstance(subject, EntityRef)
+            per_subject.setdefault(subject.entity, set()).add(entry["id"])
+            # The retry names the subject as first written, even if it was renamed
+            # since: a repeated request gets its stored answer whatever changed.
+            retry = c.call(
+                Opcode.STATEMENT_CREATE,
+                StatementCreate(
+                    request_id=rid,
+                    kind="fact",
+                    subject=NameRef(name=entry["subject"]),
+                    predicate="said",
+                    object_=TextValue(text=entry["value"]),
+                ),
+            )
+            if not isinstance(retry, StatementCreateOk) or retry.statement_id.hex() != entry["id"]:
+                duplicated += 1
+        for entity, wanted in per_subject.items():
             listed = c.call(
                 Opcode.STATEMENT_LIST,
-                StatementList(subject=NameRef(name=subject), predicate="said", limit=1000),
+                StatementList(subject=EntityRef(entity=entity), predicate="said", limit=1000),
             )
             assert isinstance(listed, StatementListOk)
             # Writes in flight at a kill may have been applied without an ack: more rows
@@ -205,16 +254,46 @@ def _verify(server: ServerProcess, acked: list[dict[str, str]]) -> tuple[int, in
             ids = [s.id.hex() for s in listed.statements]
             if len(ids) != len(set(ids)):
                 duplicated += 1
-            missing = {e["id"] for e in acked if e.get("subject") == subject} - set(ids)
-            lost += len(missing)
+            lost += len(wanted - set(ids))
+        lost += _verify_renames(c, acked)
     return lost, duplicated
+
+
+def _verify_renames(client: Client, acked: list[dict[str, str]]) -> int:
+    """Renames lost: an entity must bear its last acknowledged name or one tried after it
+    (in flight at the kill), and the acknowledged rename must replay as a retry."""
+    tried: dict[str, list[str]] = {}
+    last: dict[str, dict[str, str]] = {}
+    for entry in acked:  # each client's log is in order, and owns its entities
+        if entry["op"] == "rename-try":
+            tried.setdefault(entry["entity"], []).append(entry["to"])
+        elif entry["op"] == "rename":
+            last[entry["entity"]] = entry
+    lost = 0
+    for entity, entry in last.items():
+        attempts = tried[entity]
+        since = len(attempts) - 1 - attempts[::-1].index(entry["to"])
+        allowed = set(attempts[since:])
+        shown = client.call(Opcode.ENTITY_GET, EntityGet(id=bytes.fromhex(entity)))
+        assert isinstance(shown, EntityGetOk)
+        again = client.call(
+            Opcode.ENTITY_UPDATE,
+            EntityUpdate(
+                request_id=bytes.fromhex(entry["rid"]), id=bytes.fromhex(entity), name=entry["to"]
+            ),
+        )
+        if shown.entity.name not in allowed or not isinstance(again, EntityUpdateOk):
+            lost += 1
+    return lost
 
 
 def check_indexes(data_dir: Path) -> list[str]:
     """With the server stopped: the problems found between the indexes and LMDB."""
     import brain
     from brain.engine.database import DatabaseOptions
-    from brain.retrieval.lexical import DOCS
+    from brain.engine.scope import Scope
+    from brain.retrieval.documents import document_text
+    from brain.retrieval.lexical import DOCS, doc_row, doc_row_of
     from brain.retrieval.vectors import EMBED_QUEUE, VECTOR_LABELS, VECTORS
 
     problems: list[str] = []
@@ -251,6 +330,20 @@ def check_indexes(data_dir: Path) -> list[str]:
             )
         if embedded - documents:
             problems.append(f"{len(embedded - documents)} vectors of documents that are gone")
+        # Each document is indexed as its text reads now: a rename's re-index applied
+        # exactly once, whatever the kill interrupted (the clients use one scope).
+        scope = Scope.of("default", None)
+        prefix = scope.key()
+        with store.read() as txn:
+            stale = sum(
+                1
+                for doc in documents
+                if doc.startswith(prefix)
+                and doc_row_of(store, txn, scope, doc[len(prefix) :])
+                != doc_row(document_text(store, txn, scope, doc[len(prefix) :]) or "")
+            )
+        if stale:
+            problems.append(f"{stale} documents indexed with other words than their text")
         for prefix, wanted in labels.items():
             held = db.retrieval.indexes._scopes.get(prefix)
             have = set() if held is None else held.labels
