@@ -48,10 +48,10 @@ from bench.brainserver import BrainServer, brain_server
 from bench.datagen import World, generate
 from brain.client import AsyncClient
 from brain.embed import DIMENSIONS, load_embedder
-from brain.engine.scope import SCOPE_PREFIX_BYTES
+from brain.engine.index.documents import STATEMENT_DOC
+from brain.engine.index.vectors import VECTORS, decode_vector_row
 from brain.engine.store.env import TABLES
-from brain.retrieval.documents import STATEMENT_DOC
-from brain.retrieval.vectors import VECTORS, decode_vector_row
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES
 from brain.wire.messages.entity_ops import EntityCreate, EntityCreateOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,

@@ -1,10 +1,10 @@
 """The lexical arm alone against bm25s on the same tokens, on Cranfield.
 
-Our side is RECALL's lexical step, :func:`brain.retrieval.lexical.search`:
+Our side is RECALL's lexical step, :func:`brain.engine.index.lexical.search`:
 BM25 over postings in LMDB, the cue tokenized by
-:func:`brain.retrieval.tokens.tokenize`, each query in its own LMDB snapshot
+:func:`brain.engine.index.tokens.tokenize`, each query in its own LMDB snapshot
 as every RECALL reads, with the database's cache of decoded postings
-(:mod:`brain.retrieval.postings`) as RECALL uses it. The same search without
+(:mod:`brain.engine.index.postings`) as RECALL uses it. The same search without
 the cache, reading every posting from LMDB (what a term not yet cached, or
 changed since, costs), is timed in the same turns and reported beside it; the
 two must give the same answer for every query. The documents get there the ordinary way: an embedded
@@ -14,13 +14,13 @@ memory with ENCODE, which writes its postings in the same transaction.
 The peer is bm25s, indexing the very tokens our index holds (our tokenizer's
 output for each stored text) and asked with the tokens our search looks up
 (the cue's distinct tokens, in order, at most
-:data:`~brain.retrieval.lexical.MAX_QUERY_TERMS`); its own timing includes
+:data:`~brain.engine.index.lexical.MAX_QUERY_TERMS`); its own timing includes
 the same tokenization, since a user of either system starts from text.
 
 The formula: ours is Okapi BM25 with Lucene's idf,
 ``ln(1 + (N - df + 0.5) / (df + 0.5))``, and the classic saturation
 ``tf·(k1 + 1) / (tf + k1·(1 - b + b·dl/avgdl))``, with ``k1`` =
-:data:`~brain.retrieval.lexical.K1` and ``b`` = :data:`~brain.retrieval.lexical.B`.
+:data:`~brain.engine.index.lexical.K1` and ``b`` = :data:`~brain.engine.index.lexical.B`.
 bm25s's ``method="lucene"`` (its default) has the same idf and the same
 saturation without the constant factor ``k1 + 1`` (Lucene dropped it in 8.0):
 every score is ours divided by ``k1 + 1``, so rankings are the same and the
@@ -70,16 +70,16 @@ from typing import Any, Final, TypedDict
 import brain
 from bench import cranfield, harness
 from bench.histogram import Histogram
+from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.plan import read_counter
-from brain.engine.scope import Scope
+from brain.engine.index import lexical
+from brain.engine.index.documents import MEMORY_DOC
+from brain.engine.index.postings import PostingsCache
+from brain.engine.index.tokens import tokenize
+from brain.engine.recall.recall import MIN_ARM_CANDIDATES
 from brain.engine.store.env import Store
-from brain.retrieval import lexical
-from brain.retrieval.documents import MEMORY_DOC
-from brain.retrieval.postings import PostingsCache
-from brain.retrieval.recall import MIN_ARM_CANDIDATES
-from brain.retrieval.tokens import tokenize
-from brain.wire import cbor
+from brain.engine.store.scope import Scope
+from brain.engine.write.plan import read_counter
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
 
@@ -482,7 +482,7 @@ def _result(quick: bool, measured: _Measured) -> dict[str, Any]:
             "tf*(k1+1)/(tf+k1*(1-b+b*dl/avgdl))",
             "formula_bm25s": "method='lucene': the same idf, tf/(tf+k1*(1-b+b*dl/avgdl)); "
             "scores multiplied by k1+1 before comparing",
-            "tokens": "brain.retrieval.tokens.tokenize for documents; the cue's distinct "
+            "tokens": "brain.engine.index.tokens.tokenize for documents; the cue's distinct "
             "tokens (what our search looks up) for queries, tokenized inside each timed call",
             "depth_timed": DEPTH,
             "top_compared": TOP,
@@ -491,7 +491,7 @@ def _result(quick: bool, measured: _Measured) -> dict[str, Any]:
             "pairs": measured.pairs,
             "passes_per_turn": PASSES_PER_TURN,
             "embedder": EMBEDDER,
-            "ours": "brain.retrieval.lexical.search with the database's postings cache, as "
+            "ours": "brain.engine.index.lexical.search with the database's postings cache, as "
             "RECALL calls it, one LMDB snapshot per query",
             "ours_lmdb": "the same search without the cache: every posting read from LMDB",
         },
@@ -540,7 +540,9 @@ def _line(row: Mapping[str, object]) -> str:
 def main(argv: list[str]) -> int:
     """Entry point of the suite."""
     parser = harness.parser(SUITE, __doc__)
-    parser.add_argument("--data", type=Path, help="the Cranfield directory (default: shared)")
+    parser.add_argument(
+        "--data", type=Path, help="the Cranfield directory (default: bench/data/cranfield)"
+    )
     args: argparse.Namespace = parser.parse_args(argv)
     result = harness.save(SUITE, args, run(quick=args.quick, data=args.data))
     for line in result["summary"]:

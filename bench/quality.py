@@ -63,8 +63,8 @@ from typing import Any, Final
 
 import brain
 from bench import cranfield, harness, metrics
+from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
-from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
@@ -574,7 +574,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", type=Path, help="write the JSON here (quick runs too)")
     parser.add_argument("--no-save", action="store_true", help="do not write bench/results/")
-    parser.add_argument("--data", type=Path, help="the Cranfield directory (default: shared)")
+    parser.add_argument(
+        "--data", type=Path, help="the Cranfield directory (default: bench/data/cranfield)"
+    )
     args = parser.parse_args(argv)
     result = run(quick=args.quick, data=args.data)
     modes = result["modes"]

@@ -57,7 +57,7 @@ from bench.histogram import Histogram
 from bench.peers.sqlite_hybrid import RRF_K, SqliteHybrid
 from brain.client import AsyncClient
 from brain.embed import load_embedder
-from brain.retrieval.recall import DEFAULT_RRF_K, MIN_ARM_CANDIDATES
+from brain.engine.recall.recall import DEFAULT_RRF_K, MIN_ARM_CANDIDATES
 from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
 

@@ -1,7 +1,7 @@
 """The semantic arm alone against raw hnswlib: the same graph, the same queries, taking turns.
 
 What is measured is the arm's own cost on top of hnswlib: RECALL's semantic
-step (:func:`brain.retrieval.recall._semantic`) takes the scope's index lock,
+step (:func:`brain.engine.recall.recall._semantic`) takes the scope's index lock,
 sets ``ef``, asks hnswlib, and maps every label to its record through the
 read's LMDB snapshot (a label the snapshot does not hold is a vector it cannot
 see: that is how deletions and later writes stay out of a read). The peer is
@@ -21,8 +21,8 @@ Setup, all in process:
    them is poor, so they time a search nobody runs).
 2. The database is opened on that store: its own open-time path finds no index
    file and builds the scope's HNSW index from the stored vectors (cosine,
-   ``M`` = :data:`~brain.retrieval.vectors.HNSW_M`, ``ef_construction`` =
-   :data:`~brain.retrieval.vectors.HNSW_EF_CONSTRUCTION`); that build is timed.
+   ``M`` = :data:`~brain.engine.index.vectors.HNSW_M`, ``ef_construction`` =
+   :data:`~brain.engine.index.vectors.HNSW_EF_CONSTRUCTION`); that build is timed.
 3. The index is saved, and raw hnswlib loads the saved file: both sides search
    one graph, so a difference in time is the arm's cost alone, and their
    answers must agree label for label (a second, independent build would only
@@ -63,14 +63,11 @@ from numpy.typing import NDArray
 import brain
 from bench import datagen, harness
 from bench.histogram import Histogram
+from brain import cbor
 from brain.embed.hashing import DIMENSIONS, HashingEmbedder
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.reads import ReadContext
-from brain.engine.scope import Scope
-from brain.engine.store.env import Store
-from brain.retrieval.documents import MEMORY_DOC
-from brain.retrieval.recall import _semantic
-from brain.retrieval.vectors import (
+from brain.engine.index.documents import MEMORY_DOC
+from brain.engine.index.vectors import (
     HNSW_EF_CONSTRUCTION,
     HNSW_EF_SEARCH,
     HNSW_M,
@@ -79,7 +76,10 @@ from brain.retrieval.vectors import (
     VECTOR_SCOPES,
     VECTORS,
 )
-from brain.wire import cbor
+from brain.engine.recall.recall import _semantic
+from brain.engine.store.env import Store
+from brain.engine.store.scope import Scope
+from brain.engine.write.reads import ReadContext
 
 # Untyped third-party modules, loaded by name so that mypy --strict needs no ignore.
 hnswlib: Any = importlib.import_module("hnswlib")
@@ -437,7 +437,7 @@ def run(*, quick: bool) -> dict[str, Any]:
             "M": HNSW_M,
             "ef_construction": HNSW_EF_CONSTRUCTION,
             "ef_search": f"max(k, {HNSW_EF_SEARCH})",
-            "ours": "brain.retrieval.recall._semantic, one LMDB snapshot per query",
+            "ours": "brain.engine.recall.recall._semantic, one LMDB snapshot per query",
             "peer": "hnswlib.Index.knn_query on the same saved graph, ef set once per depth",
             "raw_index_source": "hnswlib load_index of the graph our open-time build saved",
         },

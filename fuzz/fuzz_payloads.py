@@ -39,8 +39,8 @@ else:
     _instrumented = contextlib.nullcontext()
 
 with _instrumented:
+    from brain import cbor
     from brain.errors import BrainError
-    from brain.wire import cbor
     from brain.wire.messages.control import ErrorMessage
     from brain.wire.opcodes import ERROR_OPCODE, Opcode
     from brain.wire.registry import MESSAGES, answer_class, request_class

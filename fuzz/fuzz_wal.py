@@ -45,7 +45,6 @@ else:
 with _instrumented:
     import crc32c
 
-    from brain.engine.plan import PLAN_RECORD_KIND, decode_plan, encode_plan
     from brain.engine.wal.format import (
         RECORD_HEADER_SIZE,
         SEGMENT_HEADER_SIZE,
@@ -55,6 +54,7 @@ with _instrumented:
         iter_segment,
         scan_segment,
     )
+    from brain.engine.write.plan import PLAN_RECORD_KIND, decode_plan, encode_plan
     from brain.errors import StorageFault
 
 __all__ = ["check_one", "main", "reseal"]

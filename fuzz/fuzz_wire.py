@@ -38,8 +38,8 @@ else:
     _instrumented = contextlib.nullcontext()
 
 with _instrumented:
+    from brain import cbor
     from brain.errors import BrainError, NotFound
-    from brain.wire import cbor
     from brain.wire.client_session import ClientSession
     from brain.wire.frame import HEADER_SIZE, Frame, FrameReader, encode_frame
     from brain.wire.messages.control import CancelStreamOk, ErrorMessage

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from brain.engine.plan import PLAN_RECORD_KIND, Add, Delete, Plan, Put, encode_plan
 from brain.engine.wal import WalRecord, WriteAheadLog
+from brain.engine.write.plan import PLAN_RECORD_KIND, Add, Delete, Plan, Put, encode_plan
 
 REPO: Final = Path(__file__).resolve().parents[1]
 CORPUS: Final = REPO / "fuzz" / "corpus" / "wal"

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from brain import cbor
 from brain.errors import BrainError, ConnectionFault, InvalidArgument, registered_errors
-from brain.wire import cbor
 from brain.wire.frame import encode_frame
 from brain.wire.messages.control import ErrorMessage
 from brain.wire.opcodes import CONTROL_OPCODES, ERROR_OPCODE, Opcode, response_opcode

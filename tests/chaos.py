@@ -291,10 +291,10 @@ def check_indexes(data_dir: Path) -> list[str]:
     """With the server stopped: the problems found between the indexes and LMDB."""
     import brain
     from brain.engine.database import DatabaseOptions
-    from brain.engine.scope import Scope
-    from brain.retrieval.documents import document_text
-    from brain.retrieval.lexical import DOCS, doc_row, doc_row_of
-    from brain.retrieval.vectors import EMBED_QUEUE, VECTOR_LABELS, VECTORS
+    from brain.engine.index.documents import document_text
+    from brain.engine.index.lexical import DOCS, doc_row, doc_row_of
+    from brain.engine.index.vectors import EMBED_QUEUE, VECTOR_LABELS, VECTORS
+    from brain.engine.store.scope import Scope
 
     problems: list[str] = []
     with brain.open(data_dir, DatabaseOptions(embedder="hashing")) as db:

@@ -15,7 +15,7 @@ the defaults is in :attr:`PostgresServer.settings`, so the results carry it.
 
 :data:`SCHEMA` is the statements table of our model (two time axes,
 supersession chains, an idempotency key) with the secondary indexes our store
-keeps per statement (``brain/engine/statements.py``): by subject and predicate
+keeps per statement (``brain/engine/records/statements.py``): by subject and predicate
 in record order, by record time, the current statements of a subject and
 predicate, by chain, and by request id.
 """

@@ -228,7 +228,7 @@ def _snapshot_create(args: argparse.Namespace) -> int:
 
 
 def _snapshot_restore(args: argparse.Namespace) -> int:
-    from brain.engine.snapshot import restore_snapshot
+    from brain.engine.admin.snapshot import restore_snapshot
 
     info = restore_snapshot(args.bundle, Path(args.data))
     print(f"restored snapshot {info.id} (LSN {info.lsn}) into {info.path}")

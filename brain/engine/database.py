@@ -25,13 +25,19 @@ from typing import Final
 
 import lmdb
 
+from brain import cbor
 from brain.embed import DEFAULT_KIND, load_embedder
 from brain.embed.batching import BatchingEmbedder
-from brain.engine import budget, idempotency
-from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
-from brain.engine.change_log import LoggedChange, read_changes
-from brain.engine.clock import RecordClock
-from brain.engine.operations import (
+from brain.engine.admin.snapshot import SnapshotInfo, write_bundle
+from brain.engine.admin.transfer import (
+    EXPORT_FORMAT,
+    Header,
+    Row,
+    export_id,
+    export_rows,
+    import_plan,
+)
+from brain.engine.dispatch import (
     READS,
     WRITES,
     ReadHandler,
@@ -40,23 +46,24 @@ from brain.engine.operations import (
     plan_single,
     read_in_txn,
 )
-from brain.engine.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
-from brain.engine.reads import ReadContext
-from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope
-from brain.engine.snapshot import SnapshotInfo, write_bundle
+from brain.engine.index.indexer import Indexer
+from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
+from brain.engine.index.upkeep import PURGE_QUEUE
+from brain.engine.index.vectors import EMBED_QUEUE, VectorIndexes
+from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
-from brain.engine.transactions import MAX_TXN_WRITES, TxnRegistry
-from brain.engine.transfer import EXPORT_FORMAT, Header, Row, export_id, export_rows, import_plan
-from brain.engine.tuning import DEFAULT_RESOLUTION, Resolution
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
-from brain.engine.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
+from brain.engine.write import budget, idempotency
+from brain.engine.write.change_log import LoggedChange, read_changes
+from brain.engine.write.clock import RecordClock
+from brain.engine.write.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
+from brain.engine.write.reads import ReadContext
+from brain.engine.write.transactions import MAX_TXN_WRITES, TxnRegistry
+from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
+from brain.engine.write.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
 from brain.errors import BrainError, StorageFault, Unavailable
-from brain.retrieval.indexer import Indexer
-from brain.retrieval.indexing import PURGE_QUEUE
-from brain.retrieval.service import DEFAULT_INDEX_WAIT_S, Retrieval
-from brain.retrieval.vectors import EMBED_QUEUE, VectorIndexes
-from brain.wire import cbor
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
 from brain.wire.registry import response_class
@@ -335,7 +342,7 @@ class Database:
         }
 
     def export(self, namespace: str) -> Iterator[dict[str, object]]:
-        """The export of ``namespace`` (:mod:`brain.engine.transfer`), line by line:
+        """The export of ``namespace`` (:mod:`brain.engine.admin.transfer`), line by line:
         the header, every row of one snapshot, the trailer."""
         self._check_open()
         with self._store.read() as txn:
@@ -357,7 +364,7 @@ class Database:
             yield {"end": True, "rows": count, "scopes": sorted(p.hex() for p in scopes)}
 
     def import_rows(self, header: Header, rows: list[Row]) -> int:
-        """Write one batch of an export's rows (see :func:`brain.engine.transfer.import_plan`);
+        """Write one batch of an export's rows (:func:`~brain.engine.admin.transfer.import_plan`);
         return how many. The record clock moves past the export's first."""
         self._check_open()
         self._writer.clock.observe(header.clock)

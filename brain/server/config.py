@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from brain.embed import DEFAULT_KIND, EMBEDDER_KINDS
-from brain.engine.tuning import (
+from brain.engine.write.tuning import (
     AMBIGUITY_MARGIN,
     DEFAULT_INDEX_WAIT_S,
     FUZZY_THRESHOLD,

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
-from brain.engine.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
-from brain.engine.snapshot import list_snapshots
-from brain.engine.transfer import EXPORT_FORMAT, Header, Row
+from brain.engine.admin.snapshot import list_snapshots
+from brain.engine.admin.transfer import EXPORT_FORMAT, Header, Row
+from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
 from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
 from brain.ids import new_id
 from brain.server.backend import BackendStatus

@@ -28,10 +28,10 @@ from typing import Final
 
 import lmdb
 
-from brain.engine.scope import namespace_id
+from brain import cbor
+from brain.engine.store.scope import namespace_id
 from brain.errors import InvalidArgument, NotFound
 from brain.ids import new_id
-from brain.wire import cbor
 from brain.wire.opcodes import Permission
 
 __all__ = [

@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from brain.engine.writer import MAX_BATCH
-from brain.retrieval.lexical import DOCS as LEXICAL_DOCS
-from brain.retrieval.lexical import POSTINGS as LEXICAL_POSTINGS
+from brain.engine.index.lexical import DOCS as LEXICAL_DOCS
+from brain.engine.index.lexical import POSTINGS as LEXICAL_POSTINGS
+from brain.engine.write.writer import MAX_BATCH
 
 if TYPE_CHECKING:
     from brain.engine.database import Database

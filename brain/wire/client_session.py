@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from brain import cbor
 from brain.errors import (
     BadFrame,
     BrainError,
@@ -36,7 +37,6 @@ from brain.errors import (
     Unauthenticated,
     error_from_wire,
 )
-from brain.wire import cbor
 from brain.wire.frame import (
     DEFAULT_MAX_FRAME,
     MAX_STREAM_ID,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from brain import cbor
 from brain.errors import (
     BadFrame,
     BadOpcode,
@@ -39,7 +40,6 @@ from brain.errors import (
     Unavailable,
     VersionNotSupported,
 )
-from brain.wire import cbor
 from brain.wire.frame import (
     DEFAULT_MAX_FRAME,
     MAX_FRAME_CEILING,

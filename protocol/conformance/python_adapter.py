@@ -3,7 +3,7 @@
     python3 protocol/conformance/run.py -- .venv/bin/python protocol/conformance/python_adapter.py
 
 Frames go through :class:`brain.wire.frame.FrameReader` and
-:func:`~brain.wire.frame.encode_frame`, payloads through :mod:`brain.wire.cbor`
+:func:`~brain.wire.frame.encode_frame`, payloads through :mod:`brain.cbor`
 and the opcode's message class (as the Python client decodes an answer), ERROR
 payloads through :func:`brain.errors.error_from_wire`. Running the runner
 against this adapter proves the runner and the vectors agree with the code
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any, Final, TextIO
 
 import brain
+from brain import cbor
 from brain.errors import BadFrame, FrameTooLarge, InvalidArgument, error_from_wire
-from brain.wire import cbor
 from brain.wire.frame import DEFAULT_MAX_FRAME, Frame, FrameReader, encode_frame
 from brain.wire.messages.control import ErrorMessage
 from brain.wire.opcodes import ERROR_OPCODE, RESPONSE_BIT, Opcode
@@ -56,7 +56,7 @@ def to_mirror(value: object) -> object:
 
 
 def from_mirror(value: object) -> object:
-    """Mirror JSON back to the values :func:`brain.wire.cbor.encode` takes."""
+    """Mirror JSON back to the values :func:`brain.cbor.encode` takes."""
     if isinstance(value, dict):
         if set(value) == {"$bytes"}:
             return bytes.fromhex(str(value["$bytes"]))

@@ -29,9 +29,9 @@ from typing import Final, TypeVar
 
 import pytest
 
+from brain import cbor
 from brain.client import Client
 from brain.errors import InvalidArgument
-from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,

@@ -13,8 +13,8 @@ import pytest
 
 import brain
 from brain.client import Client
+from brain.engine.admin.snapshot import list_snapshots, restore_snapshot
 from brain.engine.database import Database
-from brain.engine.snapshot import list_snapshots, restore_snapshot
 from brain.errors import InvalidArgument, NotFound, StorageFault
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode

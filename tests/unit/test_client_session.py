@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brain import cbor
 from brain.errors import (
     BadFrame,
     BrainError,
@@ -13,7 +14,6 @@ from brain.errors import (
     Unauthenticated,
     VersionNotSupported,
 )
-from brain.wire import cbor
 from brain.wire.client_session import ClientSession, Reply
 from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_STREAM_ID, encode_frame
 from brain.wire.messages.control import (

@@ -19,8 +19,8 @@ import cbor2
 import crc32c
 import pytest
 
+from brain import cbor
 from brain.errors import InvalidArgument
-from brain.wire import cbor
 from brain.wire.frame import DEFAULT_MAX_FRAME, FrameReader
 from brain.wire.messages.control import Ping
 from protocol.conformance import adapter as adapters
@@ -117,7 +117,7 @@ def test_integral_floats_sent_as_integers_are_caught(tmp_path: Path, all_cases: 
                 return [degrade(v) for v in value]
             return value
         payload = python_adapter.from_mirror(degrade(request["payload"]))
-        from brain.wire import cbor
+        from brain import cbor
         from brain.wire.frame import encode_frame
         data = cbor.encode(payload)
         return {"ok": True, "frame": encode_frame(

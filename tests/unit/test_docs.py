@@ -13,8 +13,8 @@ from aiohttp import web
 
 from brain.cli.main import _build_parser
 from brain.engine.database import Database
+from brain.engine.index.tokens import tokenize
 from brain.errors import registered_errors
-from brain.retrieval.tokens import tokenize
 from brain.server.config import ENV_PREFIX, Config, load_config
 from brain.server.http import make_admin_app, make_public_app
 from brain.server.metrics import ServerMetrics

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain
+from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.idempotency import sweep
-from brain.engine.scope import Scope
 from brain.engine.store.env import TABLES
+from brain.engine.store.scope import Scope
+from brain.engine.write.idempotency import sweep
 from brain.errors import IdempotencyConflict, NotFound, Unavailable
-from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
 

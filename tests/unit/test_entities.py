@@ -7,12 +7,13 @@ import math
 import pytest
 from rapidfuzz import fuzz
 
-from brain.engine import entity_ops, resolution
+from brain import cbor
 from brain.engine.database import Database
-from brain.engine.entities import NAME_KEY_BYTES
-from brain.engine.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD
+from brain.engine.records import entities as entity_ops
+from brain.engine.records import resolution
+from brain.engine.records.entity_rows import NAME_KEY_BYTES
+from brain.engine.write.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD
 from brain.errors import BrainError, Conflict, InvalidArgument, NotFound
-from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,

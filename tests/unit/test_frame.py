@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brain import cbor
 from brain.errors import BadFrame, FrameTooLarge
-from brain.wire import cbor
 from brain.wire.frame import (
     FLAG_EOS,
     HEADER_SIZE,

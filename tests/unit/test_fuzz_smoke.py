@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brain.wire import cbor
+from brain import cbor
 from brain.wire.frame import FrameReader, encode_frame
 from brain.wire.opcodes import Opcode
 

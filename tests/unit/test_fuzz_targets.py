@@ -13,13 +13,13 @@ from typing import Final
 
 import pytest
 
+from brain import cbor
 from brain.engine.wal.format import (
     MAX_LSN,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     encode_segment_header,
 )
-from brain.wire import cbor
 from brain.wire.messages.control import ErrorMessage, Ping
 from brain.wire.opcodes import ERROR_OPCODE, Opcode
 from brain.wire.registry import MESSAGES, STREAM_ENDS

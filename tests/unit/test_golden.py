@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from brain import cbor
 from brain.errors import InvalidArgument, error_from_wire
-from brain.wire import cbor
 from brain.wire.frame import Frame, FrameReader, encode_frame
 from brain.wire.messages.control import ErrorMessage
 from brain.wire.opcodes import ERROR_OPCODE, RESPONSE_BIT, Opcode

@@ -36,11 +36,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain
+from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.scope import DEFAULT_SPACE, Scope
 from brain.engine.store.env import TABLES
+from brain.engine.store.scope import DEFAULT_SPACE, Scope
 from brain.errors import NotFound
-from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brain import cbor
 from brain.errors import InvalidArgument
-from brain.wire import cbor
 from brain.wire.messages.control import CancelStreamOk
 from brain.wire.messages.entity_ops import EntityMerge
 from brain.wire.messages.recall_ops import ExplainOk, ExplainRequest, Hit, Recall, RecallOk

@@ -9,7 +9,7 @@ import pytest
 
 import brain
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.tuning import Resolution
+from brain.engine.write.tuning import Resolution
 from brain.errors import Conflict, InvalidArgument
 from brain.wire.messages.entity_ops import (
     EntityCreate,

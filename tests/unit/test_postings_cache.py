@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import brain
 from brain.engine.database import Database
-from brain.engine.scope import Scope
-from brain.retrieval import lexical, postings
-from brain.retrieval.postings import PostingsCache
+from brain.engine.index import lexical, postings
+from brain.engine.index.postings import PostingsCache
+from brain.engine.store.scope import Scope
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.opcodes import Opcode
 from tests.unit.records import NS, rid
@@ -131,7 +131,7 @@ def test_a_changed_version_or_a_new_numbering_is_never_served() -> None:
 
 
 def test_every_postings_write_moves_the_terms_version(db: Database) -> None:
-    from brain.engine.plan import read_counter
+    from brain.engine.write.plan import read_counter
 
     store = db._store
     th = lexical._term_hash("alpha")

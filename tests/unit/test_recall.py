@@ -16,14 +16,14 @@ import pytest
 
 import brain
 from brain.engine.database import Database
-from brain.engine.filters import Filters
-from brain.engine.scope import Scope
-from brain.engine.tuning import DEFAULT_RESOLUTION
+from brain.engine.index import lexical
+from brain.engine.index.documents import STATEMENT_DOC
+from brain.engine.index.tokens import tokenize
+from brain.engine.recall.graph import cue_entities, graph_search
+from brain.engine.records.filters import Filters
+from brain.engine.store.scope import Scope
+from brain.engine.write.tuning import DEFAULT_RESOLUTION
 from brain.errors import AsOfInFuture, InvalidArgument
-from brain.retrieval import lexical
-from brain.retrieval.documents import STATEMENT_DOC
-from brain.retrieval.graph import cue_entities, graph_search
-from brain.retrieval.tokens import tokenize
 from brain.wire.messages.entity_ops import EntityCreate, EntityCreateOk
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.messages.recall_ops import (

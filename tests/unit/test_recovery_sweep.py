@@ -11,10 +11,10 @@ import lmdb
 import pytest
 
 import brain
+from brain import cbor
 from brain.engine.database import Database
 from brain.engine.wal import WriteAheadLog, encode_record
 from brain.errors import NotFound, Unavailable
-from brain.wire import cbor
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet
 from brain.wire.opcodes import Opcode
 

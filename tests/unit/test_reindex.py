@@ -14,17 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain
+from brain import cbor
 from brain.engine.database import Database
-from brain.engine.plan import read_counter
-from brain.engine.scope import Scope
+from brain.engine.index import lexical
+from brain.engine.index import upkeep as indexing
+from brain.engine.index.documents import STATEMENT_DOC, document_text
+from brain.engine.index.indexer import _Applied, _plan
+from brain.engine.index.postings import PostingsCache
+from brain.engine.index.upkeep import REINDEX
+from brain.engine.index.vectors import decode_vector_row
+from brain.engine.store.scope import Scope
+from brain.engine.write.plan import read_counter
 from brain.errors import OverBudget, Unavailable
-from brain.retrieval import indexing, lexical
-from brain.retrieval.documents import STATEMENT_DOC, document_text
-from brain.retrieval.indexer import _Applied, _plan
-from brain.retrieval.indexing import REINDEX
-from brain.retrieval.postings import PostingsCache
-from brain.retrieval.vectors import decode_vector_row
-from brain.wire import cbor
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,

@@ -9,10 +9,10 @@ import lmdb
 import pytest
 
 import brain
-from brain.engine import relations
 from brain.engine.database import Database
-from brain.engine.scope import Scope
+from brain.engine.records import relations
 from brain.engine.store.env import Store
+from brain.engine.store.scope import Scope
 from brain.errors import (
     AsOfInFuture,
     CardinalityViolation,

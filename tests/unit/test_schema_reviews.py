@@ -8,9 +8,9 @@ import lmdb
 import pytest
 
 import brain
+from brain import cbor
 from brain.engine.database import Database
 from brain.errors import Conflict, InvalidArgument, NotFound
-from brain.wire import cbor
 from brain.wire.messages.review_ops import ReviewDecide, ReviewList, ReviewListOk
 from brain.wire.messages.schema_ops import (
     PredicateDecl,

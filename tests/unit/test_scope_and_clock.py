@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brain.engine.clock import RecordClock
-from brain.engine.scope import SCOPE_PREFIX_BYTES, Scope, namespace_id, space_id
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope, namespace_id, space_id
+from brain.engine.write.clock import RecordClock
 
 
 def test_derivations_are_pinned() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from brain import cbor
 from brain.errors import Unauthenticated
-from brain.wire import cbor
 from brain.wire.frame import Frame, FrameReader, encode_frame
 from brain.wire.messages.statement_ops import StatementGetOk
 from brain.wire.opcodes import Opcode, Permission

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import brain
-from brain.engine import budget
 from brain.engine.database import Database, DatabaseOptions
+from brain.engine.write import budget
 from brain.errors import IdempotencyConflict, NotFound, OverBudget, TxnExpired, TxnTooLarge
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.txn_ops import TxnAbort, TxnBegin, TxnBegun, TxnCommit, TxnCommitted

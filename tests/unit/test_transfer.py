@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import brain
+from brain.engine.admin.transfer import EXPORT_FORMAT, Header, Row
 from brain.engine.database import Database
-from brain.engine.transfer import EXPORT_FORMAT, Header, Row
 from brain.errors import Conflict, InvalidArgument
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.messages.recall_ops import Recall, RecallOk

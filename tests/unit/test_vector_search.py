@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from brain.retrieval.vectors import HNSW_EF_SEARCH, _knn
+from brain.engine.index.vectors import HNSW_EF_SEARCH, _knn
 
 DIMENSIONS = 16
 

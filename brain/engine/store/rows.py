@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import lmdb
 
+from brain import cbor
 from brain.engine.store.env import Store
-from brain.wire import cbor
 
 __all__ = ["load_row", "opt_int"]
 

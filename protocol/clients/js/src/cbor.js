@@ -1,5 +1,5 @@
 // Strict CBOR (RFC 8949) decoding and core deterministic encoding (§4.2.1),
-// byte for byte what the server's brain/wire/cbor.py produces.
+// byte for byte what the server's brain/cbor.py produces.
 //
 // Decoding is the npm library cborg (pure JavaScript, no dependencies of its
 // own): its decodeFirst() builds the values, accepts integer heads longer

@@ -1,0 +1,1 @@
+"""Maintenance: snapshots, export and import, purge and statistics."""

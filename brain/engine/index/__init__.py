@@ -1,0 +1,2 @@
+"""The retrieval indexes: documents, the tokenizer, BM25 postings, vectors and
+HNSW indexes, index upkeep derived from a write's changes, and the indexer thread."""

@@ -1,0 +1,353 @@
+"""The indexer: the thread that embeds new documents and keeps the HNSW indexes current.
+
+Writes leave ``embed_queue`` entries in their own transaction
+(:mod:`brain.engine.index.upkeep`), so the queue is exactly as durable as the
+records. The indexer takes up to :data:`MAX_INDEX_BATCH` entries from a read
+snapshot, embeds their texts in one call (a client's own ENCODE ``vector`` is
+used as given), and hands the result to the writer as an ordinary logged write:
+the vectors, their labels and the removal of the queue entries, in one
+transaction, after checking that each entry is still what it read. Only then
+does it change the in-memory HNSW indexes. A crash at any point leaves the
+queue entries that were not consumed, and recovery replays the ones that were,
+so nothing is embedded twice and nothing is lost.
+
+``indexed_lsn`` is the newest LSN all of whose documents are in the HNSW
+indexes. RECALL waits (a bounded time) for it to reach the LSN the database
+had applied when the recall began, so a recall sees every write acknowledged
+before it.
+
+The embedding happens off the writer thread: writes are acknowledged without
+waiting for it, and the indexer catches up in batches.
+
+A re-index entry (:data:`~brain.engine.index.upkeep.REINDEX`: an entity the
+statement names was renamed, merged or unmerged) is read the same way, with
+the document's current text and its stored ``lex_docs`` row. When the tokens
+are unchanged and the document has a vector, the round only consumes the
+entry. Otherwise its write also swaps the postings (the old ones removed, the
+new ones indexed; skipped for the next round if the row it read changed) and
+puts the new vector under the document's existing label, which the HNSW index
+updates in place; a document without a vector yet gets a new label as for an
+ADD.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+import lmdb
+import numpy as np
+from numpy.typing import NDArray
+
+from brain import cbor
+from brain.embed import Embedder
+from brain.engine.index import lexical
+from brain.engine.index.documents import MEMORY_DOC, document_text
+from brain.engine.index.upkeep import REINDEX, REMOVE, queued_scope
+from brain.engine.index.vectors import (
+    EMBED_QUEUE,
+    LABEL_BYTES,
+    VECTOR_LABELS,
+    VECTOR_SCOPES,
+    VECTORS,
+    VectorIndexes,
+    scope_state,
+)
+from brain.engine.store.env import Store
+from brain.engine.store.meta import get_progress
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.write.plan import Change, Delete, Plan, Put
+from brain.engine.write.writer import PlanContext, Writer
+
+__all__ = ["IDLE_SAVE_S", "MAX_INDEX_BATCH", "Indexer"]
+
+log = logging.getLogger("brain.engine.index")
+
+MAX_INDEX_BATCH: Final = 128
+"""Queue entries one round embeds: a few hundred milliseconds of MiniLM on short
+texts, so the round's logged write stays small and the indexer answers a stop soon."""
+
+IDLE_SAVE_S: Final = 30.0
+"""How long changed HNSW indexes may go unsaved while the indexer is idle; a
+crash loses at most that much index work, which a restart rebuilds from LMDB."""
+
+RETRY_DELAY_S: Final = 1.0
+"""Pause after a failed round (the writer is read-only, the embedder failed)."""
+
+_MEMORIES: Final = b"memories"
+
+
+@dataclass(slots=True)
+class _Entry:
+    key: bytes
+    value: bytes
+    vector: NDArray[np.float32] | None = None
+    text: str | None = None
+    scope: Scope | None = None
+    lexical: list[Change] | None = None
+    """A re-index whose tokens changed: the postings of the new text."""
+    lex_row: bytes | None = None
+    """The ``lex_docs`` row :attr:`lexical` replaces, as read."""
+    unchanged: bool = False
+    """A re-index whose tokens did not change, of a document already embedded."""
+
+    @property
+    def prefix(self) -> bytes:
+        return self.key[:SCOPE_PREFIX_BYTES]
+
+    @property
+    def doc(self) -> bytes:
+        return self.key[SCOPE_PREFIX_BYTES:]
+
+    @property
+    def needs_embedding(self) -> bool:
+        return self.vector is None and self.text is not None and not self.unchanged
+
+
+@dataclass(slots=True)
+class _Applied:
+    """What the round's write did, for the in-memory indexes (refilled on a replan)."""
+
+    lsn: int = 0
+    added: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
+    replaced: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
+    removed: dict[bytes, list[int]] = field(default_factory=dict)
+    skipped: int = 0
+
+
+class Indexer:
+    """Embeds queued documents and keeps ``indexes`` in step with the store."""
+
+    def __init__(
+        self, store: Store, writer: Writer, embedder: Embedder, indexes: VectorIndexes
+    ) -> None:
+        self._store = store
+        self._writer = writer
+        self._embedder = embedder
+        self.indexes = indexes
+        self._state = threading.Condition()
+        self._indexed_lsn = 0
+        self._loaded = False
+        self._wake = threading.Event()
+        self._stopping = False
+        self.rounds = 0
+        self.embedded = 0
+        self.failures = 0
+        self._thread = threading.Thread(target=self._run, name="brain-indexer", daemon=True)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the indexes and start following the queue."""
+        self._thread.start()
+
+    def notify(self, _plans: object = None) -> None:
+        """Wake the indexer (the writer calls this after each batch)."""
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop after the current round and save every changed index."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._loaded:
+            self.indexes.save_dirty()
+
+    # --- progress ----------------------------------------------------------------------
+
+    @property
+    def indexed_lsn(self) -> int:
+        """Every document written at or before this LSN is in the HNSW indexes."""
+        with self._state:
+            return self._indexed_lsn
+
+    def wait_for(self, lsn: int, timeout: float) -> bool:
+        """Wait until :attr:`indexed_lsn` reaches ``lsn``; False if ``timeout`` passed."""
+        self._wake.set()
+        with self._state:
+            return self._state.wait_for(lambda: self._indexed_lsn >= lsn, timeout=timeout)
+
+    def _reached(self, lsn: int) -> None:
+        with self._state:
+            if lsn > self._indexed_lsn:
+                self._indexed_lsn = lsn
+                self._state.notify_all()
+
+    # --- the loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self.indexes.load_all(self._store)
+            self._loaded = True
+        except Exception:  # the indexes start empty and fill from the queue
+            log.exception("loading the vector indexes failed")
+            self._loaded = True
+        last_save = time.monotonic()
+        while not self._stopping:
+            try:
+                busy = self._round()
+            except Exception:
+                self.failures += 1
+                log.exception("an indexing round failed; retrying")
+                self._wake.wait(RETRY_DELAY_S)
+                self._wake.clear()
+                continue
+            if busy:
+                continue
+            if time.monotonic() - last_save >= IDLE_SAVE_S:
+                self.indexes.save_dirty()
+                last_save = time.monotonic()
+            self._wake.wait(IDLE_SAVE_S)
+            self._wake.clear()
+
+    def _read_queue(self) -> tuple[int, list[_Entry]]:
+        entries: list[_Entry] = []
+        with self._store.read() as txn:
+            applied = get_progress(self._store, txn).applied_lsn
+            cursor = txn.cursor(db=self._store.table(EMBED_QUEUE))
+            for key, value in cursor:
+                if len(entries) == MAX_INDEX_BATCH:
+                    break
+                entries.append(_Entry(bytes(key), bytes(value)))
+            for entry in entries:
+                if entry.value[:1] != REMOVE:
+                    self._prepare(txn, entry)
+        return applied, entries
+
+    def _prepare(self, txn: lmdb.Transaction, entry: _Entry) -> None:
+        """Read what an ADD or REINDEX entry needs: the client's vector or the text to
+        embed and, for a re-index, whether its tokens changed (skipping the embedding
+        when they did not and the document has its vector)."""
+        scope = entry.scope = queued_scope(entry.value)
+        store = self._store
+        if entry.doc[:1] == MEMORY_DOC:
+            entry.vector = _client_vector(store, txn, scope, entry.doc)
+        reindex = entry.value[:1] == REINDEX
+        if entry.vector is not None and not reindex:
+            return
+        entry.text = document_text(store, txn, scope, entry.doc)
+        if not reindex:
+            return
+        if entry.text is None:
+            entry.vector = None  # gone: its removal takes it out of the indexes
+            return
+        entry.lex_row = lexical.doc_row_of(store, txn, scope, entry.doc)
+        if lexical.doc_row(entry.text) != entry.lex_row:
+            entry.lexical = lexical.index_changes(scope, entry.doc, entry.text)
+        elif txn.get(entry.key, db=store.table(VECTORS)) is not None:
+            # The same words: the postings and the vector stand.
+            entry.unchanged, entry.vector = True, None
+
+    def _round(self) -> bool:
+        """One round; True when there may be more to do at once."""
+        applied, entries = self._read_queue()
+        if not entries:
+            self._reached(applied)
+            return False
+        needing = [e for e in entries if e.needs_embedding]
+        if needing:
+            vectors = self._embedder.embed([e.text or "" for e in needing])
+            for entry, vector in zip(needing, vectors, strict=True):
+                entry.vector = vector
+        outcome = _Applied()
+        dims = self._embedder.dimensions
+        self._writer.submit(lambda ctx: _plan(ctx, entries, outcome, dims)).result()
+        for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
+            self.indexes.apply(
+                prefix,
+                outcome.lsn,
+                outcome.added.get(prefix, []),
+                outcome.removed.get(prefix, []),
+                outcome.replaced.get(prefix, []),
+            )
+        self.rounds += 1
+        self.embedded += sum(len(v) for v in outcome.added.values())
+        self.embedded += sum(len(v) for v in outcome.replaced.values())
+        if len(entries) < MAX_INDEX_BATCH and not outcome.skipped:
+            self._reached(applied)
+        return True
+
+
+def _client_vector(
+    store: Store, txn: lmdb.Transaction, scope: Scope, doc: bytes
+) -> NDArray[np.float32] | None:
+    """The vector a client gave with ENCODE, if it did."""
+    raw = txn.get(scope.key(doc[1:]), db=store.table(_MEMORIES))
+    if raw is None:
+        return None
+    row = cbor.decode(bytes(raw))
+    given = row.get("vector") if isinstance(row, dict) else None
+    if not isinstance(given, bytes):
+        return None
+    vector = np.frombuffer(given, dtype="<f4").astype(np.float32)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions: int) -> Plan:
+    """The logged write of one round: vectors in (a re-indexed document's under its
+    own label), re-indexed postings swapped, queue entries out."""
+    outcome.added, outcome.replaced, outcome.removed, outcome.skipped = {}, {}, {}, 0
+    outcome.lsn = ctx.lsn
+    store, txn = ctx.store, ctx.txn
+    queue = store.table(EMBED_QUEUE)
+    next_labels: dict[bytes, int] = {}
+    changes: list[Change] = []
+    for entry in entries:
+        current = txn.get(entry.key, db=queue)
+        if current is None or bytes(current) != entry.value:
+            outcome.skipped += 1  # changed since it was read: the next round sees it
+            continue
+        if entry.lexical is not None:
+            assert entry.scope is not None
+            if lexical.doc_row_of(store, txn, entry.scope, entry.doc) != entry.lex_row:
+                outcome.skipped += 1  # the postings changed since they were read
+                continue
+        changes.append(Delete(EMBED_QUEUE, entry.key))
+        prefix = entry.prefix
+        if entry.value[:1] == REMOVE:
+            label = int.from_bytes(entry.value[1 : 1 + LABEL_BYTES], "big")
+            outcome.removed.setdefault(prefix, []).append(label)
+            continue
+        if entry.lexical is not None:
+            assert entry.scope is not None
+            # Remove first: a term of both texts is deleted, then put with its new
+            # frequency and length; the counters net out and each term's version rises.
+            changes += lexical.remove_changes(store, txn, entry.scope, entry.doc)
+            changes += entry.lexical
+        if entry.vector is None:
+            continue  # gone (retracted, forgotten), or re-indexed to the same tokens
+        if entry.vector.shape != (dimensions,):
+            # ENCODE refuses such vectors; one logged before that rule must not stop
+            # the indexer for good.
+            log.error("document %s has a vector of the wrong length; not indexed", entry.key.hex())
+            continue
+        values = entry.vector.astype("<f4").tobytes()
+        stored = txn.get(entry.key, db=store.table(VECTORS))
+        if stored is not None:
+            # A re-index: the same label, a new vector (hnswlib updates it in place).
+            raw_label = bytes(stored)[:LABEL_BYTES]
+            changes.append(Put(VECTORS, entry.key, raw_label + values))
+            replaced = (int.from_bytes(raw_label, "big"), entry.vector)
+            outcome.replaced.setdefault(prefix, []).append(replaced)
+            continue
+        if prefix not in next_labels:
+            start = scope_state(store, txn, prefix).get("next_label", 0)
+            assert isinstance(start, int)
+            next_labels[prefix] = start
+        label = next_labels[prefix]
+        next_labels[prefix] = label + 1
+        raw_label = label.to_bytes(LABEL_BYTES, "big")
+        changes.append(Put(VECTORS, entry.key, raw_label + values))
+        changes.append(Put(VECTOR_LABELS, prefix + raw_label, entry.doc))
+        outcome.added.setdefault(prefix, []).append((label, entry.vector))
+    for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
+        state = scope_state(store, txn, prefix)
+        state["next_label"] = next_labels.get(prefix, state.get("next_label", 0))
+        state["lsn"] = ctx.lsn
+        changes.append(Put(VECTOR_SCOPES, prefix, cbor.encode(state)))
+    return Plan(tuple(changes), ())

@@ -1,0 +1,1 @@
+"""RECALL and EXPLAIN: the arms, fusion and the filter chain's counts."""

@@ -1,0 +1,150 @@
+"""Memories: raw text an agent saw, stored once per space (ENCODE, MEMORY_GET).
+
+A memory row lives under ``scope ‖ memory_id``; ``memory_by_sha`` maps
+``scope ‖ sha256(text)`` to the first memory with that text, which is how the
+same text in the same space is stored once (WIRE.md §8 ENCODE).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Final
+
+import lmdb
+
+from brain import cbor
+from brain.embed import DIMENSIONS
+from brain.engine.index.documents import MEMORY_DOC
+from brain.engine.index.upkeep import index_document
+from brain.engine.records.audit import audit_entry
+from brain.engine.store.env import Store
+from brain.engine.store.scope import Scope
+from brain.engine.write.plan import Change, Put
+from brain.engine.write.reads import ReadContext
+from brain.engine.write.writer import PlanContext
+from brain.errors import Conflict, Forgotten, InvalidArgument, NotFound
+from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.records import Evidence, Memory
+
+__all__ = ["check_citations", "get_memory", "memory_row", "plan_encode", "read_memory_get"]
+
+MEMORIES: Final = b"memories"
+BY_SHA: Final = b"memory_by_sha"
+FORGET_LEDGER: Final = b"forget_ledger"
+BY_TEXT: Final = b"memory_by_text"
+
+
+def _row(raw: bytes) -> dict[str, object]:
+    row = cbor.decode(raw)
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
+def memory_row(
+    store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes
+) -> dict[str, object] | None:
+    """The stored row of a memory of ``scope``, or None."""
+    raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
+    return None if raw is None else _row(bytes(raw))
+
+
+def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes) -> Memory:
+    """The memory ``memory_id`` in ``scope``; NotFound otherwise (also for another scope's id)."""
+    raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
+    if raw is None:
+        raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
+    row = _row(bytes(raw))
+    # Keys are scope-prefixed already; the row's own scope is checked as a second lock.
+    if row["namespace"] != scope.namespace or row["space"] != scope.space:
+        raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
+    shown = {"text", "sha256", "occurred_at", "context", "forgotten", "forgotten_at"}
+    fields = {k: v for k, v in row.items() if k in shown}
+    return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
+
+
+def check_citations(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    evidence: Iterable[Evidence],
+    prefix: str,
+) -> None:
+    """Each cited memory exists in ``scope``, is not forgotten, and holds the text
+    whose hash is cited; errors name ``{prefix}evidence[i]``."""
+    for i, cited in enumerate(evidence):
+        memory = memory_row(store, txn, scope, cited.memory)
+        field = f"{prefix}evidence[{i}]"
+        if memory is None:
+            raise NotFound(f"no memory {cited.memory.hex()} in this space", field=f"{field}.memory")
+        if "forgotten" in memory:
+            raise Conflict(
+                f"memory {cited.memory.hex()} was forgotten and cannot be cited",
+                field=f"{field}.memory",
+            )
+        if cited.sha256 is not None and memory.get("sha256") != cited.sha256:
+            raise InvalidArgument(
+                "the cited sha256 does not match the memory's text", field=f"{field}.sha256"
+            )
+
+
+def read_memory_get(ctx: ReadContext, scope: Scope, request: MemoryGet) -> MemoryGetOk:
+    """MEMORY_GET."""
+    return MemoryGetOk(memory=get_memory(ctx.store, ctx.txn, scope, request.id))
+
+
+def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[Change], EncodeOk]:
+    """ENCODE: store the text once per space; a repeat names the first memory."""
+    store, txn, lsn, now = ctx.store, ctx.txn, ctx.lsn, ctx.record_time
+    digest = hashlib.sha256(request.text.encode("utf-8")).digest()
+    override: list[Change] = []
+    if txn.get(scope.key(digest), db=store.table(FORGET_LEDGER)) is not None:
+        if not request.override_forgotten:
+            raise Forgotten(
+                "this text was hard-forgotten in this space; set override_forgotten to store it "
+                "again (the override is audited)",
+                field="text",
+            )
+        override.append(audit_entry(ctx, scope, "override_forgotten", [digest]))
+    existing = txn.get(scope.key(digest), db=store.table(BY_SHA))
+    if existing is not None:
+        first = get_memory(store, txn, scope, bytes(existing))
+        answer = EncodeOk(
+            memory_id=first.id,
+            lsn=lsn,
+            recorded_at=first.recorded_at,
+            sha256=digest,
+            deduplicated=True,
+        )
+        return [], answer
+    memory_id = ctx.ids.new()
+    row: dict[str, object] = {
+        "namespace": scope.namespace,
+        "space": scope.space,
+        "text": request.text,
+        "sha256": digest,
+        "recorded_at": now,
+    }
+    if request.occurred_at is not None:
+        row["occurred_at"] = request.occurred_at
+    if request.context is not None:
+        row["context"] = request.context
+    if request.vector is not None:
+        if len(request.vector) != 4 * DIMENSIONS:
+            raise InvalidArgument(
+                f"vector has {len(request.vector) // 4} values; this server's embeddings have "
+                f"{DIMENSIONS}",
+                field="vector",
+            )
+        row["vector"] = request.vector
+    changes: list[Change] = [
+        Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
+        Put(BY_SHA, scope.key(digest), memory_id),
+        Put(BY_TEXT, scope.key(digest, memory_id), b""),
+        *override,
+        *index_document(scope, MEMORY_DOC + memory_id, request.text),
+    ]
+    answer = EncodeOk(
+        memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False
+    )
+    return changes, answer

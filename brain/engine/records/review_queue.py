@@ -1,0 +1,58 @@
+"""Queueing review items (SEMANTICS.md §3, §7): what the database will not decide alone.
+
+An item lives under ``scope ‖ review_id`` in ``reviews``; open items are also
+indexed by ``scope ‖ created_at ‖ review_id`` in ``reviews_open`` so that
+REVIEW_LIST answers the oldest first without scanning decided ones.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import lmdb
+
+from brain import cbor
+from brain.engine.store.env import Store
+from brain.engine.store.scope import Scope
+from brain.engine.write.plan import Change, Put
+from brain.engine.write.writer import PlanContext
+
+__all__ = ["OPEN", "REVIEWS", "queue_review", "review_row"]
+
+REVIEWS: Final = b"reviews"
+OPEN: Final = b"reviews_open"
+
+
+def review_row(
+    store: Store, txn: lmdb.Transaction, scope: Scope, review_id: bytes
+) -> dict[str, object] | None:
+    """The stored item ``review_id`` of ``scope``, or None."""
+    raw = txn.get(scope.key(review_id), db=store.table(REVIEWS))
+    if raw is None:
+        return None
+    row = cbor.decode(bytes(raw))
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
+
+
+def queue_review(
+    ctx: PlanContext,
+    scope: Scope,
+    kind: str,
+    records: list[bytes],
+    extra: dict[str, object] | None = None,
+) -> tuple[bytes, list[Change]]:
+    """Queue an open item of ``kind`` about ``records`` (with the ``extra`` fields its
+    kind keeps); return its id and the changes."""
+    review_id = ctx.ids.new()
+    row: dict[str, object] = {
+        **(extra or {}),
+        "kind": kind,
+        "records": records,
+        "created_at": ctx.record_time,
+        "status": "open",
+    }
+    return review_id, [
+        Put(REVIEWS, scope.key(review_id), cbor.encode(row)),
+        Put(OPEN, scope.key(ctx.record_time.to_bytes(8, "big"), review_id), b""),
+    ]

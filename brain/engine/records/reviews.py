@@ -1,0 +1,242 @@
+"""REVIEW_LIST and REVIEW_DECIDE: the decisions the database leaves to a person.
+
+A ``contradiction`` item names the current statements of a subject and
+predicate that disagree, the newest last. Its decisions:
+
+- ``keep_both``: both stay current;
+- ``supersede``: the newest supersedes each of the others still current (their
+  validity is closed by its ``valid_from`` as for any supersession);
+- ``reject_new``: the newest is tombstoned.
+
+An ``ambiguous_entity`` item is a name that writes used while it tied between
+entities (:mod:`brain.engine.records.refs`). REVIEW_LIST shows its ``name`` (and
+``type``) and, as ``records``, the tied candidates (best first), then the
+statements and relations waiting on it (at most :data:`MAX_WAITING_SHOWN`).
+Its decisions:
+
+- ``merge``: the name and the candidates are one thing. The name becomes an
+  alias of the first candidate still live (following merges), then every
+  other live candidate is merged into it, each an ordinary merge with its
+  own merge record that ENTITY_UNMERGE can undo;
+- ``distinct``: the name is a thing of its own: a new entity with that name
+  (and type) is created, and the candidates are left alone.
+
+Either way the waiting records answer from then on as the chosen entity
+(their stored subject stays the pending key, so history is not rewritten), the
+graph arm sees them, and later writes naming it resolve to that entity by
+name or alias. A decision for the other kind is INVALID_ARGUMENT. Every
+decision is a write with its own record time and an audit entry; a decided
+item cannot be decided again (CONFLICT).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from brain import cbor
+from brain.engine.index.upkeep import reindex_entity_documents
+from brain.engine.records import statements
+from brain.engine.records.audit import audit_entry
+from brain.engine.records.entities import merge_changes
+from brain.engine.records.entity_rows import (
+    aliases_of,
+    canonical_entity,
+    entity_row,
+    index_changes,
+    index_names,
+    is_live,
+    new_row,
+    normalise_name,
+    row_change,
+)
+from brain.engine.records.refs import PENDING_BY_NAME, PENDING_TAG, absorb, pending_name_key
+from brain.engine.records.relation_rows import edges_of
+from brain.engine.records.review_queue import OPEN, REVIEWS, review_row
+from brain.engine.records.statement_reads import scan_ids
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.write.plan import Change, Delete, Put
+from brain.engine.write.reads import ReadContext
+from brain.engine.write.writer import PlanContext, staged
+from brain.errors import Conflict, InvalidArgument, NotFound
+from brain.wire.messages.review_ops import (
+    ReviewDecide,
+    ReviewDecided,
+    ReviewItem,
+    ReviewList,
+    ReviewListOk,
+)
+
+__all__ = ["DEFAULT_REVIEW_LIMIT", "MAX_WAITING_SHOWN", "plan_review_decide", "read_review_list"]
+
+DEFAULT_REVIEW_LIMIT: Final = 100
+"""Items REVIEW_LIST answers when it names no limit."""
+
+MAX_WAITING_SHOWN: Final = 1000
+"""Waiting records one ambiguous-name item lists: enough to judge the name by, while
+an item that a busy agent fed for days does not make one answer huge."""
+
+_DECISIONS: Final = {
+    "contradiction": frozenset({"keep_both", "supersede", "reject_new"}),
+    "ambiguous_entity": frozenset({"merge", "distinct"}),
+}
+
+
+def _ids(row: dict[str, object]) -> list[bytes]:
+    records = row["records"]
+    assert isinstance(records, list)
+    return [bytes(r) for r in records if isinstance(r, bytes)]
+
+
+def _waiting(ctx: ReadContext, scope: Scope, review_id: bytes) -> list[bytes]:
+    """Statements, then relations, stored with the pending key of ``review_id``."""
+    key = PENDING_TAG + review_id
+    found = [statement_id for _, statement_id in scan_ids(ctx, scope, key, None)]
+    found += [
+        rid for _, rid in edges_of(ctx.store, ctx.txn, scope, [key], direction="both", types=None)
+    ]
+    return found[:MAX_WAITING_SHOWN]
+
+
+def read_review_list(ctx: ReadContext, scope: Scope, request: ReviewList) -> ReviewListOk:
+    """REVIEW_LIST: open items, oldest first."""
+    limit = DEFAULT_REVIEW_LIMIT if request.limit is None else request.limit
+    prefix = scope.key()
+    cursor = ctx.txn.cursor(db=ctx.store.table(OPEN))
+    items: list[ReviewItem] = []
+    if cursor.set_range(prefix):
+        for key, _ in cursor:
+            raw = bytes(key)
+            if not raw.startswith(prefix) or len(items) >= limit:
+                break
+            review_id = raw[SCOPE_PREFIX_BYTES + 8 :]
+            row = review_row(ctx.store, ctx.txn, scope, review_id)
+            assert row is not None
+            records = _ids(row)
+            name = row.get("name")
+            type_ = row.get("type")
+            if row["kind"] == "ambiguous_entity":
+                records += _waiting(ctx, scope, review_id)
+            items.append(
+                ReviewItem(
+                    review_id=review_id,
+                    kind=str(row["kind"]),
+                    records=tuple(records),
+                    created_at=int(str(row["created_at"])),
+                    name=name if isinstance(name, str) else None,
+                    type_=type_ if isinstance(type_, str) else None,
+                )
+            )
+    return ReviewListOk(items=tuple(items))
+
+
+def plan_review_decide(
+    ctx: PlanContext, scope: Scope, request: ReviewDecide
+) -> tuple[list[Change], ReviewDecided]:
+    """REVIEW_DECIDE."""
+    row = review_row(ctx.store, ctx.txn, scope, request.review_id)
+    if row is None:
+        raise NotFound(f"no review item {request.review_id.hex()}", field="review_id")
+    if row["status"] != "open":
+        raise Conflict(
+            f"review item {request.review_id.hex()} is already decided", field="review_id"
+        )
+    kind = str(row["kind"])
+    if request.decision not in _DECISIONS[kind]:
+        allowed = ", ".join(sorted(_DECISIONS[kind]))
+        raise InvalidArgument(
+            f"{request.decision!r} does not decide a {kind} item (it takes {allowed})",
+            field="decision",
+        )
+    decided: dict[str, object] = {
+        **row,
+        "status": "decided",
+        "decision": request.decision,
+        "decided_at": ctx.record_time,
+    }
+    if kind == "contradiction":
+        changes = _decide_contradiction(ctx, scope, request.decision, _ids(row))
+        audited = _ids(row)
+    else:
+        changes, chosen = _decide_name(ctx, scope, request.review_id, row, request.decision)
+        decided["resolved_to"] = chosen
+        audited = [chosen, *_ids(row)]
+    created = row["created_at"]
+    assert isinstance(created, int)
+    changes += [
+        Put(REVIEWS, scope.key(request.review_id), cbor.encode(decided)),
+        Delete(OPEN, scope.key(created.to_bytes(8, "big"), request.review_id)),
+        audit_entry(ctx, scope, f"review_{request.decision}", [request.review_id, *audited]),
+    ]
+    return changes, ReviewDecided(lsn=ctx.lsn)
+
+
+def _decide_contradiction(
+    ctx: PlanContext, scope: Scope, decision: str, ids: list[bytes]
+) -> list[Change]:
+    newest = statements.load(ctx, scope, ids[-1], "review_id")
+    changes: list[Change] = []
+    if decision == "supersede":
+        if not newest.current:
+            raise Conflict(
+                "the newest statement of the item is no longer current", field="review_id"
+            )
+        valid_from = newest.int_field("valid_from")
+        linked = None
+        for other_id in ids[:-1]:
+            other = statements.load(ctx, scope, other_id, "review_id")
+            if other.current:
+                changes += statements.superseded_changes(ctx, scope, other, newest.id, valid_from)
+                linked = other.id
+        if linked is not None:
+            state = dict(newest.state)
+            state["supersedes"] = linked
+            changes.append(Put(statements.STATE, scope.key(newest.id), cbor.encode(state)))
+    elif decision == "reject_new" and "tombstoned_at" not in newest.state:
+        changes += statements.tombstone_changes(ctx, scope, newest, "user_request")
+    return changes
+
+
+def _decide_name(
+    ctx: PlanContext, scope: Scope, review_id: bytes, row: dict[str, object], decision: str
+) -> tuple[list[Change], bytes]:
+    """The changes of deciding an ambiguous name, and the entity it now answers as."""
+    name = str(row["name"])
+    type_ = row.get("type")
+    assert type_ is None or isinstance(type_, str)
+    changes: list[Change] = []
+    if decision == "merge":
+        live: list[bytes] = []
+        for candidate in _ids(row):
+            kept = canonical_entity(ctx.store, ctx.txn, scope, candidate)
+            found = entity_row(ctx.store, ctx.txn, scope, kept)
+            if found is not None and is_live(found) and kept not in live:
+                live.append(kept)
+        if not live:
+            raise Conflict(
+                "every candidate of this name was tombstoned since; decide 'distinct'",
+                field="review_id",
+            )
+        chosen = live[0]
+        kept_row = entity_row(ctx.store, ctx.txn, scope, chosen)
+        assert kept_row is not None
+        # The alias goes first, so that each merge below records a kept entity that
+        # already answers to the name, and unmerging one keeps it.
+        if normalise_name(name) not in index_names(kept_row):
+            with_alias = {**kept_row, "aliases": [*aliases_of(kept_row), name]}
+            changes.append(row_change(scope, chosen, with_alias))
+            changes += index_changes(scope, chosen, index_names(kept_row), index_names(with_alias))
+        for other in live[1:]:
+            with staged(ctx, changes) as nested:
+                _, merged = merge_changes(nested, scope, chosen, other, field="review_id")
+            changes += merged
+    else:
+        chosen = ctx.ids.new()
+        made = new_row(
+            scope, name=name, type_=type_, aliases=[], attributes={}, created_at=ctx.record_time
+        )
+        changes.append(row_change(scope, chosen, made))
+        changes += index_changes(scope, chosen, set(), index_names(made))
+    changes += reindex_entity_documents(ctx, scope, [PENDING_TAG + review_id])
+    changes.append(absorb(scope, chosen, PENDING_TAG + review_id))
+    changes.append(Delete(PENDING_BY_NAME, pending_name_key(scope, name, type_)))
+    return changes, chosen

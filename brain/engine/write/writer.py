@@ -1,0 +1,490 @@
+"""The one writer: a thread that plans, logs, syncs and applies writes in batches.
+
+Every write of the database goes through :meth:`Writer.submit`. The thread
+takes whatever is queued (up to :data:`MAX_BATCH`) and, inside one LMDB write
+transaction, plans each job against the current state (which includes the
+jobs before it in the batch), applies its changes, and collects its WAL
+record. Then it appends the batch's records, makes them durable with one
+fsync (group commit), records ``applied_lsn`` and commits LMDB once. Only
+then are the jobs answered: an answer means the write is in the WAL on disk.
+
+Failure rules (DURABILITY.md §2): a failed WAL fsync aborts the LMDB
+transaction, fails the batch with ``UNAVAILABLE`` and turns the writer
+read-only until a restart; it never retries the fsync. ``MDB_MAP_FULL`` grows
+the map and replans the batch, which is safe because nothing was logged yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+import lmdb
+
+from brain.engine.store.env import Store
+from brain.engine.store.meta import put_progress
+from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
+from brain.engine.write.clock import RecordClock
+from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, encode_plan
+from brain.engine.write.transactions import IdSource
+from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
+from brain.errors import BrainError, Internal, StorageFault, Unavailable
+
+__all__ = ["Failed", "MAX_BATCH", "Outcome", "PlanContext", "Replay", "Writer", "staged"]
+
+log = logging.getLogger("brain.engine")
+
+MAX_BATCH: Final = 512
+"""Jobs per group commit: large enough to amortise an fsync over many clients,
+small enough that one batch's LMDB transaction stays short."""
+
+MAX_GROW_ATTEMPTS: Final = 8
+"""Map doublings tried for one batch before giving up with UNAVAILABLE."""
+
+CHECKPOINT_INTERVAL_S: Final = 30.0
+"""At most this long between checkpoints while writes arrive."""
+
+CHECKPOINT_RECORDS: Final = 50_000
+"""Also checkpoint after this many records, bounding WAL replay after a crash."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanContext:
+    """What a planning function may use: the write transaction, its stamps, an id source.
+
+    Planners take new record ids from ``ids`` rather than minting them, so that
+    planning the same write again (a transaction's commit) names the same records.
+    """
+
+    store: Store
+    txn: lmdb.Transaction
+    lsn: int
+    record_time: int
+    ids: IdSource = field(default_factory=IdSource)
+    actor: bytes = b""
+    """The key id of whoever sent the write (for the audit log)."""
+    resolution: Resolution = DEFAULT_RESOLUTION
+    """How names resolve (the operator's ``[entities]`` settings)."""
+
+
+@contextlib.contextmanager
+def staged(ctx: PlanContext, changes: Sequence[Change]) -> Iterator[PlanContext]:
+    """A planning context that sees ``changes`` as if applied, for a planner that must
+    plan a second step on top of its first (the same new name at both ends of a
+    relation, several merges in one decision). The changes go into a nested
+    transaction that is thrown away on exit; the planner still returns them all."""
+    child = ctx.store.env.begin(write=True, parent=ctx.txn)
+    try:
+        apply_changes(ctx.store, child, changes)
+        yield replace(ctx, txn=child)
+    finally:
+        child.abort()
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A planning result that needs no write: the stored answer of a repeated request.
+
+    ``after`` (like :attr:`Plan.after`) runs once the batch is final.
+    """
+
+    answer: bytes
+    after: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A planning result that refuses the write, with a side effect to run once final."""
+
+    error: BrainError
+    after: Callable[[], None] | None = None
+
+
+Outcome = Plan | Replay | Failed
+PlanFn = Callable[[PlanContext], Outcome]
+
+
+@dataclass(slots=True)
+class _Job:
+    plan: PlanFn
+    future: Future[bytes]
+
+
+@dataclass(slots=True)
+class _Maintenance:
+    """Work for the writer thread between batches (a checkpoint, a purge)."""
+
+    run: Callable[[], object]
+    future: Future[object]
+
+
+_STOP: Final = object()
+
+
+class Writer:
+    """Owns the WAL and every LMDB write transaction."""
+
+    def __init__(
+        self,
+        store: Store,
+        wal: WriteAheadLog,
+        clock: RecordClock,
+        *,
+        applied_lsn: int,
+        on_applied: Callable[[list[tuple[int, Plan]]], None] | None = None,
+        on_checkpoint: Callable[[], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        resolution: Resolution = DEFAULT_RESOLUTION,
+    ) -> None:
+        """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
+        such as the idempotency sweep), when no write transaction is open."""
+        self._on_checkpoint = on_checkpoint
+        self._on_idle = on_idle
+        self._resolution = resolution
+        self._store = store
+        self._wal = wal
+        self._clock = clock
+        self._on_applied = on_applied
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="brain-writer", daemon=True)
+        self.applied_lsn = applied_lsn
+        self.durable_lsn = applied_lsn
+        self.read_only_reason: str | None = None
+        self.batches = 0
+        self.batched_jobs = 0
+        self.last_batch_size = 0
+        # batch_sizes[n]: committed batches of n writes (a list: safe to copy while
+        # the writer thread counts, for metrics).
+        self.batch_sizes = [0] * (MAX_BATCH + 1)
+        self.records_appended = 0
+        self.storage_faults = 0
+        self._last_checkpoint = time.monotonic()
+        self._records_since_checkpoint = 0
+        self._fault_before_commit: Callable[[], None] | None = None
+        # Held by snapshots while they copy WAL segments, so none is deleted under them.
+        self._checkpoint_lock = threading.Lock()
+
+    @property
+    def clock(self) -> RecordClock:
+        """The record clock writes are stamped with."""
+        return self._clock
+
+    @property
+    def read_only(self) -> bool:
+        """True after a storage fault: writes answer UNAVAILABLE until a restart."""
+        return self.read_only_reason is not None
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def submit(self, plan: PlanFn) -> Future[bytes]:
+        """Queue a write; the future resolves to its answer payload or a BrainError."""
+        future: Future[bytes] = Future()
+        if self.read_only:
+            future.set_exception(self._read_only_error())
+        else:
+            self._queue.put(_Job(plan, future))
+        return future
+
+    def request_checkpoint(self) -> Future[object]:
+        """Ask the writer thread to checkpoint between batches."""
+        return self.between_batches(self.checkpoint)
+
+    def between_batches(self, work: Callable[[], object]) -> Future[object]:
+        """Run ``work`` on the writer thread between two batches (no write transaction
+        open, no write interleaving); the future holds its result or exception."""
+        future: Future[object] = Future()
+        self._queue.put(_Maintenance(work, future))
+        return future
+
+    def force_checkpoint(self) -> None:
+        """On the writer thread: start a new WAL segment and checkpoint, so that every
+        record logged so far leaves the log (a purge)."""
+        with self._checkpoint_lock:
+            self._wal.rotate()
+            self._checkpoint_locked()
+
+    def stop(self) -> None:
+        """Finish queued writes, checkpoint, and stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join()
+
+    def inject_fault_before_commit(self, hook: Callable[[], None] | None) -> None:
+        """Test hook: run ``hook`` after the WAL fsync and before the LMDB commit."""
+        self._fault_before_commit = hook
+
+    # --- the thread ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                # Wake up now and then even when idle, so checkpoints and sweeps still run.
+                first = self._queue.get(timeout=CHECKPOINT_INTERVAL_S)
+            except queue.Empty:
+                self._maybe_checkpoint()
+                self._idle()
+                continue
+            if first is _STOP:
+                break
+            batch = [first]
+            stop_after = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop_after = True
+                    break
+                batch.append(item)
+            jobs = [job for job in batch if isinstance(job, _Job)]
+            maintenance = [item for item in batch if isinstance(item, _Maintenance)]
+            try:
+                if jobs:
+                    self._run(jobs)
+            except Exception:  # a bug: fail the batch, keep serving
+                log.exception("writer batch failed")
+                for job in jobs:
+                    if not job.future.done():
+                        job.future.set_exception(Internal("the writer failed; see the server log"))
+            for item in maintenance:
+                try:
+                    item.future.set_result(item.run())
+                except Exception as exc:
+                    item.future.set_exception(exc)
+            self._maybe_checkpoint()
+            self._idle()
+            if stop_after:
+                break
+        self._drain_after_stop()
+        if not self.read_only:
+            self.checkpoint()
+
+    def _idle(self) -> None:
+        """Run the idle hook (periodic maintenance) when nothing is queued."""
+        if self._on_idle is None or self.read_only:
+            return
+        try:
+            self._on_idle()
+        except Exception:
+            log.exception("idle maintenance failed")
+
+    def _drain_after_stop(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Job | _Maintenance):
+                item.future.set_exception(Unavailable("the database is closing"))
+
+    def _read_only_error(self) -> Unavailable:
+        return Unavailable(
+            f"the server is read-only after a storage fault: {self.read_only_reason}"
+        )
+
+    def _fail_all(self, jobs: list[_Job], error: BrainError) -> None:
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(error)
+
+    def _run(self, jobs: list[_Job]) -> None:
+        if self.read_only:
+            self._fail_all(jobs, self._read_only_error())
+            return
+        # Planning is free of side effects (they wait in ``after``), so after
+        # MDB_MAP_FULL the whole batch can be planned again on a bigger map.
+        for _ in range(MAX_GROW_ATTEMPTS):
+            txn = self._store.write()
+            try:
+                results, records, plans, afters = self._plan(txn, jobs)
+            except lmdb.MapFullError:
+                txn.abort()
+                try:
+                    self._store.grow()
+                except Unavailable as exc:
+                    self._fail_all(jobs, exc)
+                    return
+                continue
+            except BaseException:
+                txn.abort()
+                raise
+            break
+        else:
+            self._fail_all(jobs, Unavailable("the store's map could not grow enough for a batch"))
+            return
+        if not records:
+            txn.abort()
+            self._finish(jobs, results, afters)
+            return
+        try:
+            self._wal.append(records)
+            self._wal.sync()
+        except WalSyncFailed as exc:
+            txn.abort()
+            self._enter_read_only(f"WAL write failed: {exc}")
+            self._fail_all(jobs, self._read_only_error())
+            return
+        self.records_appended += len(records)
+        last = records[-1]
+        try:
+            if self._fault_before_commit is not None:
+                self._fault_before_commit()
+            self._commit(txn, plans, last)
+        except lmdb.Error as exc:
+            # The batch is durable in the WAL; a restart replays it. Until then, no writes.
+            self._enter_read_only(f"LMDB commit failed after the WAL sync: {exc}")
+            self._fail_all(jobs, self._read_only_error())
+            return
+        self.applied_lsn = last.lsn
+        self.batches += 1
+        self.batched_jobs += len(jobs)
+        self.last_batch_size = len(jobs)
+        self.batch_sizes[len(jobs)] += 1
+        self._records_since_checkpoint += len(records)
+        if self._on_applied is not None:
+            try:
+                self._on_applied(plans)
+            except Exception:
+                log.exception("updating derived indexes failed")
+        self._finish(jobs, results, afters)
+
+    def _commit(
+        self, txn: lmdb.Transaction, plans: list[tuple[int, Plan]], last: WalRecord
+    ) -> None:
+        """Record progress and commit; on MDB_MAP_FULL, grow and apply the batch again."""
+        try:
+            put_progress(self._store, txn, last.lsn, last.record_time)
+            txn.commit()
+            return
+        except lmdb.MapFullError:
+            txn.abort()
+        for _ in range(MAX_GROW_ATTEMPTS):
+            self._store.grow()
+            retry = self._store.write()
+            try:
+                for _, plan in plans:
+                    apply_changes(self._store, retry, plan.changes)
+                put_progress(self._store, retry, last.lsn, last.record_time)
+                retry.commit()
+                return
+            except lmdb.MapFullError:
+                retry.abort()
+        raise lmdb.MapFullError("the map could not grow enough for a logged batch")
+
+    def _plan(
+        self, txn: lmdb.Transaction, jobs: list[_Job]
+    ) -> tuple[
+        list[bytes | BrainError],
+        list[WalRecord],
+        list[tuple[int, Plan]],
+        list[Callable[[], None]],
+    ]:
+        results: list[bytes | BrainError] = []
+        records: list[WalRecord] = []
+        plans: list[tuple[int, Plan]] = []
+        afters: list[Callable[[], None]] = []
+        next_lsn = self._wal.next_lsn
+        for job in jobs:
+            record_time = self._clock.tick()
+            context = PlanContext(
+                self._store, txn, next_lsn, record_time, resolution=self._resolution
+            )
+            try:
+                outcome = job.plan(context)
+            except BrainError as exc:
+                results.append(exc)
+                continue
+            if outcome.after is not None:
+                afters.append(outcome.after)
+            if isinstance(outcome, Failed):
+                results.append(outcome.error)
+                continue
+            if isinstance(outcome, Replay):
+                results.append(outcome.answer)
+                continue
+            apply_changes(self._store, txn, outcome.changes)
+            records.append(WalRecord(next_lsn, record_time, PLAN_RECORD_KIND, encode_plan(outcome)))
+            plans.append((next_lsn, outcome))
+            results.append(outcome.answers[-1] if outcome.answers else b"")
+            next_lsn += 1
+        return results, records, plans, afters
+
+    @staticmethod
+    def _finish(
+        jobs: list[_Job], results: list[bytes | BrainError], afters: list[Callable[[], None]]
+    ) -> None:
+        """The batch is final: run the deferred side effects, then answer."""
+        for after in afters:
+            after()
+        for job, result in zip(jobs, results, strict=True):
+            if isinstance(result, BrainError):
+                job.future.set_exception(result)
+            else:
+                job.future.set_result(result)
+
+    def _enter_read_only(self, reason: str) -> None:
+        log.error("turning read-only: %s", reason)
+        self.read_only_reason = reason
+        self.storage_faults += 1
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def _maybe_checkpoint(self) -> None:
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            return  # only the writer thread checkpoints while it runs
+        due = (
+            self._records_since_checkpoint >= CHECKPOINT_RECORDS
+            or time.monotonic() - self._last_checkpoint >= CHECKPOINT_INTERVAL_S
+        )
+        if due and not self.read_only:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Make LMDB durable up to ``applied_lsn``, then drop WAL segments it covers.
+
+        Runs on the writer thread (or after it stopped), so no write interleaves.
+        Skipped while a snapshot holds checkpoints off; the next trigger retries.
+        """
+        if not self._checkpoint_lock.acquire(blocking=False):
+            return
+        try:
+            self._checkpoint_locked()
+        except WalSyncFailed as exc:
+            self._enter_read_only(f"WAL checkpoint failed: {exc}")
+        except StorageFault as exc:
+            # A segment that cannot be deleted now is retried at the next checkpoint.
+            log.warning("checkpoint incomplete: %s", exc)
+        finally:
+            self._checkpoint_lock.release()
+
+    @contextlib.contextmanager
+    def checkpoints_held(self) -> Iterator[None]:
+        """Hold checkpoints off (no WAL segment is deleted) for the duration."""
+        with self._checkpoint_lock:
+            yield
+
+    def _checkpoint_locked(self) -> None:
+        try:
+            self._store.sync()
+        except lmdb.Error as exc:
+            self._enter_read_only(f"LMDB sync failed: {exc}")
+            return
+        self.durable_lsn = self.applied_lsn
+        self._wal.checkpoint(self.durable_lsn)
+        if self._on_checkpoint is not None:
+            try:
+                self._on_checkpoint()
+            except lmdb.Error:
+                log.exception("housekeeping at checkpoint failed")
+        self._last_checkpoint = time.monotonic()
+        self._records_since_checkpoint = 0
