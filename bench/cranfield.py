@@ -1,7 +1,8 @@
 """The Cranfield collection: 1,400 aeronautics abstracts, 225 queries, graded judgements.
 
-Loads the three files of ``shared/data/cranfield/`` (its README.md describes
-them) into typed records for the retrieval-quality suite:
+Loads the three files of ``bench/data/cranfield/`` (its README.md describes
+them and where they come from) into typed records for the retrieval-quality
+suite:
 
 - ``cran.all.1400``: documents. Each record opens with ``.I <id>`` and has the
   fields ``.T`` title, ``.A`` authors, ``.B`` bibliography and ``.W`` abstract.
@@ -96,14 +97,14 @@ class Query:
 
 
 def data_dir(override: Path | str | None = None) -> Path:
-    """The collection directory: ``override`` if given, else ``shared/data/cranfield``.
+    """The collection directory: ``override`` if given, else ``bench/data/cranfield``.
 
-    The default is found from this file: the checkout's parent directory holds
-    ``shared/``. Raises :class:`FileNotFoundError` when the directory is missing."""
+    The default is found from this file: the copy kept in the repository beside
+    it. Raises :class:`FileNotFoundError` when the directory is missing."""
     if override is not None:
         found = Path(override)
     else:
-        found = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "cranfield"
+        found = Path(__file__).resolve().parent / "data" / "cranfield"
     if not found.is_dir():
         raise FileNotFoundError(f"the Cranfield collection is not at {found}")
     return found

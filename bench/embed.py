@@ -24,7 +24,7 @@ ratio (ours over torch) is taken pair by pair.
 Goals (BENCHMARKS.md): throughput >= 0.8x torch at batch 32 and at batch 1,
 and cosine to torch >= 0.9999, as the minimum and the mean over every vector.
 Both sides are also compared with the reference vectors in
-``shared/data/minilm_reference.json`` (made by sentence-transformers on torch).
+``tests/data/minilm_reference.json`` (made by sentence-transformers on torch).
 
 Why CI runs no torch: torch and sentence-transformers are too heavy for
 ``make test`` (about 2 minutes to install and 1.5 GB on disk), and Brain must
@@ -82,8 +82,9 @@ TORCH_SCRIPT: Final = Path(__file__).resolve().parent / "torch_embed.py"
 SKIPPED: Final = "make bench-env not run"
 """What the JSON says of the peer when ``.venv-bench`` is missing."""
 
-REFERENCE_FILE: Final = cranfield.data_dir().parent / "minilm_reference.json"
-"""Vectors sentence-transformers on torch made for a few texts, kept in shared/data."""
+REFERENCE_FILE: Final = ROOT / "tests" / "data" / "minilm_reference.json"
+"""Vectors sentence-transformers on torch made for a few texts, kept with the tests (the
+results record its path relative to :data:`ROOT`)."""
 
 EMBED_THREADS: Final = 1
 """Threads for both sides: the server's own setting (brain/cli/main.py sets
@@ -208,7 +209,11 @@ def _reference() -> tuple[dict[str, Any], list[str], Vectors]:
     data = json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))
     texts = [str(s["text"]) for s in data["sentences"]]
     vectors = np.array([s["vector"] for s in data["sentences"]], dtype=np.float32)
-    about = {"file": str(REFERENCE_FILE), "model": data["model"], "made_by": data["reference"]}
+    about = {
+        "file": REFERENCE_FILE.relative_to(ROOT).as_posix(),
+        "model": data["model"],
+        "made_by": data["reference"],
+    }
     return about, texts, vectors
 
 

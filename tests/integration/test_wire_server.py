@@ -16,7 +16,7 @@ import pytest
 from tests.integration.conftest import ServerProcess, start_server
 from tests.integration.rawwire import RawClient, frame
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+VECTORS_DIR = Path(__file__).resolve().parents[1] / "data" / "cbor"
 
 PING, HELLO, AUTH, BYE = 0x0010, 0x0001, 0x0002, 0x001F
 STATEMENT_GET = 0x0141
@@ -199,7 +199,7 @@ def test_bye_answers_and_closes(server: ServerProcess) -> None:
 
 
 def _cbor_vectors() -> list[dict[str, Any]]:
-    path = SHARED / "data" / "cbor" / "invalid_and_valid_vectors.json"
+    path = VECTORS_DIR / "invalid_and_valid_vectors.json"
     vectors: list[dict[str, Any]] = json.loads(path.read_text())
     return vectors
 

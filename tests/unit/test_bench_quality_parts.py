@@ -17,7 +17,7 @@ from bench import cranfield
 from bench.cranfield import Document, Query
 from bench.metrics import has_relevant, mean, ndcg_at_k, recall_at_k, summarise
 
-CRANFIELD: Final = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cranfield"
+CRANFIELD: Final = Path(__file__).resolve().parents[2] / "bench" / "data" / "cranfield"
 
 
 @functools.cache
@@ -38,7 +38,7 @@ def judgements() -> dict[int, dict[int, int]]:
 # --- the collection ------------------------------------------------------------------
 
 
-def test_default_data_dir_is_the_shared_copy() -> None:
+def test_default_data_dir_is_the_repository_copy() -> None:
     assert cranfield.data_dir() == CRANFIELD
     assert cranfield.data_dir(str(CRANFIELD)) == CRANFIELD
 

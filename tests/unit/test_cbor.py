@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brain.errors import InvalidArgument
-from brain.wire import cbor
-from brain.wire.cbor import (
+from brain import cbor
+from brain.cbor import (
     MAX_ARRAY_LENGTH,
     MAX_DEPTH,
     MAX_TEXT_BYTES,
@@ -26,10 +25,12 @@ from brain.wire.cbor import (
     decode,
     encode,
 )
+from brain.errors import InvalidArgument
 
-SHARED: Final = Path(__file__).resolve().parents[2].parent / "shared"
-APPENDIX_A: Final = json.loads((SHARED / "data/cbor/appendix_a.json").read_text())
-VECTORS: Final = json.loads((SHARED / "data/cbor/invalid_and_valid_vectors.json").read_text())
+VECTORS_DIR: Final = Path(__file__).resolve().parents[1] / "data" / "cbor"
+"""The CBOR test vectors kept with the tests (their README.md names the sources)."""
+APPENDIX_A: Final = json.loads((VECTORS_DIR / "appendix_a.json").read_text())
+VECTORS: Final = json.loads((VECTORS_DIR / "invalid_and_valid_vectors.json").read_text())
 
 FAST_REJECT_S: Final = 0.1
 """A lying length header must be refused at once, long before any allocation could happen."""

@@ -1,8 +1,9 @@
 """The embedders: MiniLM against torch's reference vectors, batching, threads, hashing, loading.
 
-The reference vectors in ``shared/data/minilm_reference.json`` were computed by
-sentence-transformers on torch; the numpy pass must match every component to
-1e-5 (it does to about 3e-7). The model is loaded once for the whole module.
+The reference vectors in ``tests/data/minilm_reference.json`` were computed by
+sentence-transformers on torch (``tests/data/README.md`` says how); the numpy
+pass must match every component to 1e-5 (it does to about 3e-7). The model is
+loaded once for the whole module.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from brain.embed.minilm import (
     gelu,
 )
 
-SHARED: Final = Path(__file__).resolve().parents[2].parent / "shared"
-REFERENCE: Final = json.loads((SHARED / "data" / "minilm_reference.json").read_text())
+REFERENCE_FILE: Final = Path(__file__).resolve().parents[1] / "data" / "minilm_reference.json"
+REFERENCE: Final = json.loads(REFERENCE_FILE.read_text())
 SENTENCES: Final[list[str]] = [item["text"] for item in REFERENCE["sentences"]]
 VECTORS: Final = np.array([item["vector"] for item in REFERENCE["sentences"]], dtype=np.float64)
 
