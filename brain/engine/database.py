@@ -37,19 +37,17 @@ from brain.engine.admin.transfer import (
     export_rows,
     import_plan,
 )
-from brain.engine.dispatch import (
-    READS,
-    WRITES,
-    ReadHandler,
+from brain.engine.dispatch import READS, WRITES, ReadHandler
+from brain.engine.index.indexer import Indexer
+from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
+from brain.engine.index.upkeep import PURGE_QUEUE
+from brain.engine.index.vectors import EMBED_QUEUE, VectorIndexes
+from brain.engine.planner import (
     plan_buffered,
     plan_commit,
     plan_single,
     read_in_txn,
 )
-from brain.engine.index.indexer import Indexer
-from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
-from brain.engine.index.upkeep import PURGE_QUEUE
-from brain.engine.index.vectors import EMBED_QUEUE, VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress

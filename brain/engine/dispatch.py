@@ -1,53 +1,25 @@
-"""Which engine function serves which opcode, and the planning every write shares.
+"""Which engine function serves which opcode.
 
-A write's planner returns its changes and answer; :func:`plan_write` wraps it
-with the idempotency check and row, so no planner can forget them. The
-transaction opcodes are planned here too, from the same pieces: a buffered
-write is planned against the state plus its transaction's earlier writes in a
-nested LMDB transaction that is then thrown away, and a commit plans every
-buffered write again, in order, into one plan.
+Every data opcode has one planner (a write: changes and answer, planned by
+:mod:`brain.engine.planner` around it) or one reader (a read: an answer from a
+snapshot). The transaction opcodes are served by the planner and the database.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Final, Protocol
+from typing import Final
 
-from brain import cbor
 from brain.engine.recall.recall import RECALL_READS
 from brain.engine.records import forgetting, reviews, schema, statement_reads, statements
 from brain.engine.records.entities import ENTITY_READS, ENTITY_WRITES
 from brain.engine.records.memories import plan_encode, read_memory_get
 from brain.engine.records.relations import RELATION_READS, RELATION_WRITES
-from brain.engine.store.scope import Scope
-from brain.engine.write import budget, idempotency
-from brain.engine.write.change_log import change_entries
-from brain.engine.write.plan import Change, Plan, apply_changes
-from brain.engine.write.reads import ReadContext
-from brain.engine.write.transactions import BufferedWrite, IdSource, TxnRegistry
-from brain.engine.write.writer import Failed, PlanContext, Replay
-from brain.errors import BrainError, TxnExpired
-from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
+from brain.engine.write.plan import Change
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
-__all__ = [
-    "READS",
-    "WRITES",
-    "plan_buffered",
-    "plan_commit",
-    "read_in_txn",
-    "plan_write",
-]
-
-
-class WriteRequest(Protocol):
-    """What every write request carries (WIRE.md §5)."""
-
-    request_id: bytes
-    space: str | None
+__all__ = ["READS", "WRITES", "ReadHandler", "WritePlanner"]
 
 
 # Each planner takes (PlanContext, scope, request) and each reader (ReadContext,
@@ -78,190 +50,3 @@ READS: Final[dict[Opcode, ReadHandler]] = {
     **ENTITY_READS,
     **RECALL_READS,
 }
-
-
-def _as_write(request: Message) -> WriteRequest:
-    assert hasattr(request, "request_id") and hasattr(request, "space")
-    return request
-
-
-def plan_write(
-    ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
-) -> tuple[list[Change], bytes] | Replay:
-    """Plan one write with its idempotency check: (changes, answer) or the stored answer."""
-    if getattr(request, "request_id", None) is None:
-        # SCHEMA_PUT: WIRE.md §8 gives it no idempotency key; it is planned as it is.
-        scope = Scope.of(namespace, getattr(request, "space", None))
-        changes, answer = WRITES[opcode](ctx, scope, request)
-        if not changes:
-            # A put that changes nothing takes no LSN: its retry must not look like a write.
-            return Replay(cbor.encode(answer.to_wire()))
-        return changes, cbor.encode(answer.to_wire())
-    write = _as_write(request)
-    scope = Scope.of(namespace, write.space)
-    digest = idempotency.request_digest(opcode, request)
-    stored = idempotency.lookup(ctx.store, ctx.txn, scope, write.request_id, digest)
-    if stored is not None:
-        return Replay(stored)
-    changes, answer = WRITES[opcode](ctx, scope, request)
-    payload = cbor.encode(answer.to_wire())
-    rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
-    logged = change_entries(
-        ctx.store,
-        ctx.txn,
-        changes,
-        opcode=opcode,
-        request=request,
-        lsn=ctx.lsn,
-        recorded_at=ctx.record_time,
-    )
-    return changes + rows + logged, payload
-
-
-def plan_single(
-    ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
-) -> Plan | Replay:
-    """A write outside any transaction: one plan, one WAL record."""
-    planned = plan_write(ctx, namespace, opcode, request)
-    if isinstance(planned, Replay):
-        return planned
-    changes, payload = planned
-    return Plan(tuple(changes), (payload,))
-
-
-def _replay_buffer(
-    ctx: PlanContext, namespace: str, writes: list[BufferedWrite], lsn: int, record_time: int
-) -> tuple[list[Change], list[bytes]]:
-    """Plan ``writes`` in order inside ``ctx.txn``, applying each so the next sees it."""
-    all_changes: list[Change] = []
-    answers: list[bytes] = []
-    for index, write in enumerate(writes):
-        step = replace(ctx, lsn=lsn, record_time=record_time, ids=write.ids.replay())
-        try:
-            planned = plan_write(step, namespace, write.opcode, write.request)
-        except BrainError as exc:
-            exc.message = f"write {index} of the transaction ({write.opcode.name}): {exc.message}"
-            raise
-        if isinstance(planned, Replay):
-            answers.append(planned.answer)
-            continue
-        changes, payload = planned
-        apply_changes(ctx.store, ctx.txn, changes)
-        all_changes.extend(changes)
-        answers.append(payload)
-    return all_changes, answers
-
-
-def plan_buffered(
-    ctx: PlanContext,
-    registry: TxnRegistry,
-    namespace: str,
-    *,
-    txn_id: bytes,
-    opcode: Opcode,
-    request: Message,
-) -> Replay:
-    """Plan a write against the state plus its transaction's buffer; buffer it once final.
-
-    Runs on the writer thread, so buffering and commits of one transaction are
-    ordered. Nothing is written: the nested transaction is aborted. The write
-    joins the buffer only when its batch is final (``after``), so a batch
-    planned again after the map grew does not buffer it twice. A write whose
-    ``request_id`` is already buffered is a retry: it gets the same answer and
-    is not buffered again.
-    """
-    txn = registry.get(txn_id, namespace)
-    write = _as_write(request)
-    repeat = any(_as_write(w.request).request_id == write.request_id for w in txn.writes)
-    if not repeat:
-        registry.check_room(txn)
-    cost = (
-        0
-        if repeat
-        else budget.check_write(opcode, request, already=txn.cost, budget=budget.TXN_BUDGET)
-    )
-    child = ctx.store.env.begin(write=True, parent=ctx.txn)
-    try:
-        nested = replace(ctx, txn=child, lsn=0, record_time=0)
-        _replay_buffer(nested, namespace, txn.writes, 0, 0)
-        ids = IdSource()
-        planned = plan_write(replace(nested, ids=ids), namespace, opcode, request)
-    finally:
-        child.abort()
-    answer = planned.answer if isinstance(planned, Replay) else planned[1]
-    if repeat:
-        return Replay(answer)
-
-    def buffer() -> None:
-        txn.writes.append(BufferedWrite(opcode, request, ids))
-        txn.cost += cost
-
-    return Replay(answer, after=buffer)
-
-
-def read_in_txn(
-    ctx: PlanContext,
-    registry: TxnRegistry,
-    namespace: str,
-    *,
-    txn_id: bytes,
-    opcode: Opcode,
-    request: Message,
-) -> Replay:
-    """A read that sees its transaction's buffered writes: they are replayed in a
-    nested LMDB transaction, the read runs against it, and it is thrown away."""
-    txn = registry.get(txn_id, namespace)
-    scope = Scope.of(namespace, getattr(request, "space", None))
-    child = ctx.store.env.begin(write=True, parent=ctx.txn)
-    try:
-        _replay_buffer(replace(ctx, txn=child), namespace, txn.writes, 0, 0)
-        reader = ReadContext(ctx.store, child, ctx.record_time, ctx.resolution)
-        answer = READS[opcode](reader, scope, request)
-    finally:
-        child.abort()
-    return Replay(cbor.encode(answer.to_wire()))
-
-
-def plan_commit(
-    ctx: PlanContext, registry: TxnRegistry, namespace: str, request: TxnCommit
-) -> Plan | Replay | Failed:
-    """TXN_COMMIT: every buffered write again, in order, as one plan and one WAL record.
-
-    The transaction leaves the registry when the batch is final, whether the
-    commit succeeded or failed (a failed commit applies nothing and ends it).
-    """
-    scope = Scope.of(namespace, None)
-    digest = idempotency.request_digest(Opcode.TXN_COMMIT, request)
-    try:
-        txn = registry.get(request.txn_id, namespace)
-    except TxnExpired:
-        # A client that lost the answer of a commit that went through asks again:
-        # it gets the stored answer, as a repeated write does (WIRE.md §5).
-        stored = idempotency.lookup(ctx.store, ctx.txn, scope, _commit_key(request.txn_id), digest)
-        if stored is None:
-            raise
-        return Replay(stored)
-
-    def end() -> None:
-        registry.discard(request.txn_id)
-
-    child = ctx.store.env.begin(write=True, parent=ctx.txn)
-    try:
-        nested = replace(ctx, txn=child)
-        changes, answers = _replay_buffer(nested, namespace, txn.writes, ctx.lsn, ctx.record_time)
-    except BrainError as exc:
-        return Failed(exc, after=end)
-    finally:
-        child.abort()
-    results = tuple(cbor.decode(answer) for answer in answers)
-    committed = cbor.encode(TxnCommitted(lsn=ctx.lsn, results=results).to_wire())
-    changes += idempotency.row_changes(
-        scope, _commit_key(request.txn_id), digest, committed, ctx.record_time
-    )
-    return Plan(tuple(changes), (*answers, committed), after=end)
-
-
-def _commit_key(txn_id: bytes) -> bytes:
-    """Where a commit's answer is kept in the idempotency table: derived from the
-    transaction id, so it can never be taken for a client's own ``request_id``."""
-    return hashlib.sha256(b"txn_commit" + txn_id).digest()[:16]

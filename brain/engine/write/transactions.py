@@ -16,7 +16,7 @@ another write in the meantime answers with that memory, deduplicated). A
 transaction that expires, is aborted, fails at commit, or whose
 connection closes is gone; its id then answers ``TXN_EXPIRED``. A committed
 one answers a repeated TXN_COMMIT with its stored answer
-(:func:`brain.engine.dispatch.plan_commit`).
+(:func:`brain.engine.planner.plan_commit`).
 """
 
 from __future__ import annotations
