@@ -18,7 +18,7 @@ SUITES: Final = {
     "durability": "bench.durability",
     "report": "bench.report",
 }
-"""Every suite of BENCHMARKS.md (and ``report``, which turns results into tables and
+"""Every suite of spec/08-benchmarks.md (and ``report``, which turns results into tables and
 plots), by the module whose ``main(argv)`` runs it; imported only when asked for."""
 
 

@@ -31,11 +31,11 @@ from typing import Final
 __all__ = [
     "DOCUMENTS_FILE",
     "DOCUMENT_COUNT",
-    "Document",
     "JUDGEMENTS_FILE",
     "NOT_RELEVANT_CODE",
     "QUERIES_FILE",
     "QUERY_COUNT",
+    "Document",
     "Query",
     "data_dir",
     "gain_of",
@@ -136,6 +136,15 @@ class _Record:
     fields: dict[str, list[str]]
 
 
+def _record_marker(path: Path, number: int, line: str) -> str:
+    """The ``<number>`` of the record-opening line ``line``, which must read exactly
+    ``.I <number>``; ``number`` is its line number, for the error."""
+    parts = line.split()
+    if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()):
+        raise ValueError(f"{path}: line {number}: expected '.I <number>', got {line!r}")
+    return parts[1]
+
+
 def _records(path: Path, allowed: tuple[str, ...]) -> Iterator[_Record]:
     """Split a ``.I``-delimited file into records of field name → lines.
 
@@ -147,12 +156,10 @@ def _records(path: Path, allowed: tuple[str, ...]) -> Iterator[_Record]:
     for number, raw in enumerate(_read_lines(path), start=1):
         line = raw.rstrip()
         if line == ".I" or line.startswith(".I "):
-            parts = line.split()
-            if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()):
-                raise ValueError(f"{path}: line {number}: expected '.I <number>', got {line!r}")
+            marker = _record_marker(path, number, line)
             if current is not None:
                 yield current
-            current = _Record(number, parts[1], {})
+            current = _Record(number, marker, {})
             field = None
         elif current is None:
             if line:

@@ -46,7 +46,7 @@ QUICK_CLIENTS: Final = (1, 16)
 """The client counts of ``--quick`` (the same code path, fewer points)."""
 
 GOAL_CLIENTS: Final = 16
-"""BENCHMARKS.md: writes/s ≥ 20x fsyncs/s at 16 clients."""
+"""spec/08-benchmarks.md: writes/s ≥ 20x fsyncs/s at 16 clients."""
 
 GOAL_RATIO: Final = 20.0
 """The group-commit goal: this many acknowledged writes per disk flush the disk could do."""

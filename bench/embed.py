@@ -21,7 +21,7 @@ after loading the model and a warm-up batch, with one shared loop
 (:func:`bench.torch_embed.measure`). Throughput is texts per second; the
 ratio (ours over torch) is taken pair by pair.
 
-Goals (BENCHMARKS.md): throughput >= 0.8x torch at batch 32 and at batch 1,
+Goals (spec/08-benchmarks.md): throughput >= 0.8x torch at batch 32 and at batch 1,
 and cosine to torch >= 0.9999, as the minimum and the mean over every vector.
 Both sides are also compared with the reference vectors in
 ``tests/data/minilm_reference.json`` (made by sentence-transformers on torch).
@@ -133,10 +133,10 @@ QUICK_DOCUMENTS: Final = 6
 """Cranfield abstracts in a quick run: each costs ~0.1 s."""
 
 THROUGHPUT_GOAL: Final = 0.8
-"""BENCHMARKS.md: the numpy embedder keeps at least 0.8x torch's throughput."""
+"""spec/08-benchmarks.md: the numpy embedder keeps at least 0.8x torch's throughput."""
 
 COSINE_GOAL: Final = 0.9999
-"""BENCHMARKS.md: each vector within cosine 0.9999 of torch's (our float32 forward pass
+"""spec/08-benchmarks.md: each vector within cosine 0.9999 of torch's (our float32 forward pass
 differs from torch's only in rounding, ~1e-7 per component)."""
 
 WORKER_TIMEOUT_S: Final = 900.0

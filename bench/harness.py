@@ -1,7 +1,7 @@
 """What every suite shares: its command line, alternating A/B runs, and its results file.
 
 A figure that matters is a ratio between two systems measured in the same run,
-taking turns (A B A B …), reported pair by pair (BENCHMARKS.md): drift on a
+taking turns (A B A B …), reported pair by pair (spec/08-benchmarks.md): drift on a
 shared machine then hits both sides of each pair alike. :func:`alternate`
 runs the turns; :func:`ratios` reduces them.
 
@@ -99,7 +99,7 @@ def alternate(
 
 
 class Goal:
-    """A goal of BENCHMARKS.md: a ratio of ours to a peer's, and the bound it must meet."""
+    """A goal of spec/08-benchmarks.md: a ratio of ours to a peer's, and the bound it must meet."""
 
     def __init__(self, text: str, bound: float, *, at_least: bool) -> None:
         self.text = text

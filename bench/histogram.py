@@ -22,7 +22,7 @@ SUB_BUCKETS: Final = 64
 _SHIFT: Final = SUB_BUCKETS.bit_length() - 1
 
 PERCENTILES: Final = (50.0, 95.0, 99.0, 99.9)
-"""The percentiles every summary reports (BENCHMARKS.md: p50, p95, p99, p99.9)."""
+"""The percentiles every summary reports (spec/08-benchmarks.md: p50, p95, p99, p99.9)."""
 
 
 def _index(micros: int) -> int:

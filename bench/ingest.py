@@ -37,7 +37,7 @@ from brain.client import AsyncClient
 __all__ = ["CLIENTS", "main", "measure_ours", "measure_postgres"]
 
 CLIENTS: Final = 16
-"""Concurrent connections, one write in flight each (BENCHMARKS.md)."""
+"""Concurrent connections, one write in flight each (spec/08-benchmarks.md)."""
 
 PROCESSES: Final = 2
 """Generator processes: enough to keep 16 connections busy without taking both cores."""

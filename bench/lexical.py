@@ -38,7 +38,7 @@ Two results:
   difference fails the run (exit status 1) after the JSON is written.
 - **Latency**: the two sides take turns over every query
   (:data:`PASSES_PER_TURN` passes a turn), A B A B, each query asking the
-  :data:`DEPTH` candidates RECALL asks of an arm; the goal (BENCHMARKS.md:
+  :data:`DEPTH` candidates RECALL asks of an arm; the goal (spec/08-benchmarks.md:
   latency ≤ 2 times bm25s) is held to the median of per-pair ratios of the
   median latency. Each turn also records the CPU time its thread used per
   query: on a busy machine that shows each side's own work apart from its
@@ -76,7 +76,7 @@ from brain.engine.index import lexical
 from brain.engine.index.documents import MEMORY_DOC
 from brain.engine.index.postings import PostingsCache
 from brain.engine.index.tokens import tokenize
-from brain.engine.recall.recall import MIN_ARM_CANDIDATES
+from brain.engine.recall.arms import MIN_ARM_CANDIDATES
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
 from brain.engine.write.plan import read_counter
@@ -99,7 +99,7 @@ EMBEDDER: Final = "hashing"
 """The lexical arm reads no vector; MiniLM would only make the load slower."""
 
 TOP: Final = 10
-"""The top-k compared between the two sides (BENCHMARKS.md: identical top-10)."""
+"""The top-k compared between the two sides (spec/08-benchmarks.md: identical top-10)."""
 
 DEPTH: Final = MIN_ARM_CANDIDATES
 """Candidates asked per timed query: what RECALL asks of an arm for a top-10 answer."""
@@ -124,7 +124,7 @@ PASSES_PER_TURN: Final = 3
 """Passes over the queries per turn: a full turn is ~700 queries, about a second each side."""
 
 LATENCY_BOUND: Final = 2.0
-"""BENCHMARKS.md: the arm may take at most twice bm25s's latency."""
+"""spec/08-benchmarks.md: the arm may take at most twice bm25s's latency."""
 
 INDEX_TIMEOUT_S: Final = 600.0
 """Longest wait for the indexer to embed the corpus (hashing vectors, seconds in practice)

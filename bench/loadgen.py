@@ -1,6 +1,6 @@
 """A multi-process, closed-loop load generator with merged latency histograms.
 
-The load comes from separate processes (BENCHMARKS.md), so the server under
+The load comes from separate processes (spec/08-benchmarks.md), so the server under
 test and the generator are visibly different consumers of the two cores. Each
 process opens ``connections`` sessions of a *workload* and runs them
 concurrently on one asyncio loop; each session keeps ``depth`` requests in

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 NDCG_DEPTH: Final = 10
-"""Default nDCG cut-off: the top-10 a RECALL returns by default (WIRE.md §8)."""
+"""Default nDCG cut-off: the top-10 a RECALL returns by default (spec/01-wire.md §9)."""
 
 RECALL_DEPTH: Final = 100
 """Default recall cut-off: the candidate depth a re-ranker or fusion step would see."""

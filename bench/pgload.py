@@ -30,11 +30,11 @@ __all__ = [
     "INSERT",
     "LIST_AS_OF",
     "LIST_LIMIT",
+    "SPACE",
     "PgGetSession",
     "PgInsertSession",
     "PgListSession",
     "PgSession",
-    "SPACE",
     "PgWriter",
     "create_entities",
     "from_ns",
@@ -96,7 +96,7 @@ ORDER BY recorded_at, id
 LIMIT %(limit)s
 """
 """STATEMENT_LIST by subject and predicate ``as_of`` a record instant: the bitemporal
-predicate of SEMANTICS.md §6 step 6, in record order, one page."""
+predicate of spec/04-retrieval.md §5 step 6, in record order, one page."""
 
 
 def from_ns(nanos: int | None) -> dt.datetime | None:

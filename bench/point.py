@@ -48,7 +48,7 @@ from brain.wire.opcodes import Opcode
 __all__ = ["main"]
 
 STATEMENTS: Final = 10_000
-"""Statements loaded in a full run (BENCHMARKS.md: 10,000 to 20,000)."""
+"""Statements loaded in a full run (spec/08-benchmarks.md: 10,000 to 20,000)."""
 
 QUICK_STATEMENTS: Final = 400
 """Statements loaded by ``--quick``: enough for chains and an as-of cut to exist."""

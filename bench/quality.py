@@ -11,7 +11,7 @@ memories only, ``top_k`` 100:
 
 Hits are mapped back to Cranfield document ids and scored with
 :mod:`bench.metrics` (linear-gain nDCG@10, recall@100 over all relevant
-documents). The goal (BENCHMARKS.md) is *hybrid ≥ best single arm*, on each
+documents). The goal (spec/08-benchmarks.md) is *hybrid ≥ best single arm*, on each
 metric; whether it holds is written down either way.
 
 The reference peer is bm25s, set up as its documentation shows: its own
@@ -22,7 +22,7 @@ query with its top :data:`TOP_K` (documents scoring 0 left out: they share no
 term with the query); its hits are mapped back to Cranfield ids and scored
 exactly like a mode. It runs after the database is closed, so the two never
 share the cores. Its scores sit next to the modes' in ``peers`` and in the
-``summary`` rows; the goal stays *hybrid ≥ best single arm* (BENCHMARKS.md).
+``summary`` rows; the goal stays *hybrid ≥ best single arm* (spec/08-benchmarks.md).
 The lexical suite checks that our BM25 and bm25s's agree when both are given
 the same tokens; here bm25s tokenizes the way its users would.
 
@@ -121,7 +121,7 @@ REQUEST_ID_PREFIX: Final = b"cranfield"
 """Request ids are this prefix and the document id, so a replayed load is idempotent."""
 
 _REQUEST_ID_BYTES: Final = 16
-"""Request ids are 16 bytes on the wire (WIRE.md §2)."""
+"""Request ids are 16 bytes on the wire (spec/01-wire.md §2)."""
 
 LATENCY_PERCENTILES: Final = (0.50, 0.95)
 """RECALL latency reported per mode: the median and the tail a user notices."""
@@ -141,7 +141,7 @@ SINGLE_ARMS: Final = ("lexical", "semantic")
 """The modes the hybrid is measured against."""
 
 PEER: Final = "bm25s"
-"""The reference system of BENCHMARKS.md's quality row."""
+"""The reference system of spec/08-benchmarks.md's quality row."""
 
 PEER_STOPWORDS: Final = "en"
 """bm25s's English stop-word list, as its documentation's examples use."""

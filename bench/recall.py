@@ -28,7 +28,7 @@ the current statements whose subject is that person, or the current visits to
 that place. Precision@10 and recall@10 are averaged over cues with at least one
 relevant statement.
 
-Goals (BENCHMARKS.md): p50 latency ≤ 0.5x SQLite's; quality not lower.
+Goals (spec/08-benchmarks.md): p50 latency ≤ 0.5x SQLite's; quality not lower.
 
     OPENBLAS_NUM_THREADS=1 python -m bench recall [--quick] [--scale N] [--cues N]
         [--pairs N] [--fresh] [--out PATH] [--no-save]
@@ -57,7 +57,8 @@ from bench.histogram import Histogram
 from bench.peers.sqlite_hybrid import RRF_K, SqliteHybrid
 from brain.client import AsyncClient
 from brain.embed import load_embedder
-from brain.engine.recall.recall import DEFAULT_RRF_K, MIN_ARM_CANDIDATES
+from brain.engine.recall.arms import MIN_ARM_CANDIDATES
+from brain.engine.recall.fusion import DEFAULT_RRF_K
 from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
 
@@ -81,7 +82,7 @@ __all__ = [
 ]
 
 FULL_STATEMENTS: Final = 100_000
-"""Statements a full run loads (BENCHMARKS.md: RECALL at 100K)."""
+"""Statements a full run loads (spec/08-benchmarks.md: RECALL at 100K)."""
 
 QUICK_STATEMENTS: Final = 500
 """Statements a quick run loads: a few seconds of MiniLM embedding on two cores."""
@@ -105,16 +106,16 @@ CUE_SEED: Final = 2
 """The cues' seed (:func:`bench.datagen.cues`)."""
 
 TOP_K: Final = 10
-"""Hits per query (BENCHMARKS.md: RECALL top-10)."""
+"""Hits per query (spec/08-benchmarks.md: RECALL top-10)."""
 
 DEPTH: Final = max(3 * TOP_K, MIN_ARM_CANDIDATES)
 """Candidates per arm on both sides: what each of our arms contributes for top 10."""
 
 LATENCY_GOAL: Final = harness.Goal("p50 latency ≤ 0.5x SQLite's", 0.5, at_least=False)
-"""BENCHMARKS.md: HNSW against sqlite-vec's exact scan should halve the median."""
+"""spec/08-benchmarks.md: HNSW against sqlite-vec's exact scan should halve the median."""
 
 QUALITY_GOAL: Final = harness.Goal("quality not lower", 1.0, at_least=True)
-"""BENCHMARKS.md: our hybrid must find relevant statements at least as well."""
+"""spec/08-benchmarks.md: our hybrid must find relevant statements at least as well."""
 
 _VISIT_PREFIX: Final = "who visited "
 

@@ -173,7 +173,7 @@ def _plot_goals(rows: Sequence[dict[str, Any]], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("ratio, ours over peer (black mark: the goal; green met, red not met)")
-    ax.set_title("Goals of BENCHMARKS.md")
+    ax.set_title("Goals of spec/08-benchmarks.md")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -18,7 +18,7 @@ file pages (LMDB's, which queries fault in). Memory per million statements is
 *extrapolated* linearly from the growth of RSS after the queries between the
 smallest and the largest size (and, beside it, of the anonymous part alone).
 
-Goal (BENCHMARKS.md): p50(largest) ≤ 2x p50(10K), taken for the sizes that
+Goal (spec/08-benchmarks.md): p50(largest) ≤ 2x p50(10K), taken for the sizes that
 were run: 100K against 10K by default. 1M statements takes hours to embed with
 the numpy MiniLM on two cores, so it runs only when asked, by hand::
 
@@ -79,7 +79,7 @@ QUICK_PAIRS: Final = 2
 """Turns in a quick run: two, so per-pair ratios are exercised."""
 
 SCALE_GOAL: Final = harness.Goal("p50(largest) ≤ 2x p50(smallest)", 2.0, at_least=False)
-"""BENCHMARKS.md: a hundred times the statements may at most double the median."""
+"""spec/08-benchmarks.md: a hundred times the statements may at most double the median."""
 
 MODES: Final = ("cue", "vector")
 """How each cue is asked: embedded by the server, or with its vector given."""

@@ -1,7 +1,7 @@
 """The semantic arm alone against raw hnswlib: the same graph, the same queries, taking turns.
 
 What is measured is the arm's own cost on top of hnswlib: RECALL's semantic
-step (:func:`brain.engine.recall.recall._semantic`) takes the scope's index lock,
+step (:func:`brain.engine.recall.arms.semantic_arm`) takes the scope's index lock,
 sets ``ef``, asks hnswlib, and maps every label to its record through the
 read's LMDB snapshot (a label the snapshot does not hold is a vector it cannot
 see: that is how deletions and later writes stay out of a read). The peer is
@@ -33,7 +33,7 @@ Each query vector (the same embedder's vector of a recall cue from
 top-``k`` for ``k`` in :data:`DEPTHS`: 10, the top-10 of the goal, and 100, the
 depth RECALL asks of an arm for a top-10 answer. Each of our queries opens its
 own LMDB snapshot, as every RECALL does. The two sides take turns of
-:data:`QUERIES_FULL` queries, A B A B, and the goal (BENCHMARKS.md: overhead ≤ 1.5 times
+:data:`QUERIES_FULL` queries, A B A B, and the goal (spec/08-benchmarks.md: overhead ≤ 1.5 times
 raw) is held to the median of the per-pair ratios of median latency; each
 turn also records its thread's CPU time per query, which on a busy machine
 shows each side's own work apart from its waits for a core.
@@ -76,7 +76,7 @@ from brain.engine.index.vectors import (
     VECTOR_SCOPES,
     VECTORS,
 )
-from brain.engine.recall.recall import _semantic
+from brain.engine.recall.arms import semantic_arm
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
 from brain.engine.write.reads import ReadContext
@@ -89,7 +89,7 @@ __all__ = ["DEPTHS", "main", "run"]
 SUITE: Final = "semantic"
 
 VECTORS_FULL: Final = 100_000
-"""Stored vectors in a full run: the BENCHMARKS.md size of a RECALL corpus."""
+"""Stored vectors in a full run: the spec/08-benchmarks.md size of a RECALL corpus."""
 VECTORS_QUICK: Final = 5_000
 """Stored vectors in a quick run: the index builds in a few seconds on two busy cores."""
 
@@ -111,7 +111,7 @@ DEPTHS: Final = (10, 100)
 (``max(3·top_k, 100)`` for a top-10 answer)."""
 
 GOAL_DEPTH: Final = 10
-"""The depth whose ratio BENCHMARKS.md's goal is held to (both depths are reported)."""
+"""The depth whose ratio spec/08-benchmarks.md's goal is held to (both depths are reported)."""
 
 AGREEMENT_DEPTH: Final = 10
 """The top-k the two sides' answers are compared on."""
@@ -121,7 +121,7 @@ EXACT_SAMPLE: Final = 200
 hundredths, cheap next to the timed turns."""
 
 OVERHEAD_BOUND: Final = 1.5
-"""BENCHMARKS.md: the arm may cost at most 1.5 times raw hnswlib."""
+"""spec/08-benchmarks.md: the arm may cost at most 1.5 times raw hnswlib."""
 
 WRITE_CHUNK: Final = 10_000
 """Vectors written per LMDB transaction while filling the store: bounded dirty pages."""
@@ -221,7 +221,7 @@ def _ours(db: Database, scope: Scope) -> Callable[[NDArray[np.float32], int], li
     def ask(vector: NDArray[np.float32], k: int) -> list[bytes]:
         with store.read() as txn:
             ctx = ReadContext(store, txn, 0, retrieval=retrieval)
-            return _semantic(ctx, scope, retrieval, vector, k)
+            return semantic_arm(ctx, scope, retrieval, vector, k)
 
     return ask
 
@@ -325,6 +325,54 @@ def _depth_result(runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, 
     }
 
 
+def _summary(
+    depths: Mapping[str, object], agreement: Mapping[str, object], count: int
+) -> list[dict[str, object]]:
+    """The summary rows: latency and CPU time per depth against raw hnswlib (latency
+    held to the goal), then the share of queries whose top-10 the two agree on."""
+    goal = harness.Goal(
+        f"overhead <= {OVERHEAD_BOUND}x raw hnswlib", OVERHEAD_BOUND, at_least=False
+    )
+    summary: list[dict[str, object]] = []
+    for k in DEPTHS:
+        found = depths[f"top_{k}"]
+        assert isinstance(found, dict)
+        ratio = found["ratio_p50"]
+        assert isinstance(ratio, dict)
+        summary.append(
+            harness.row(
+                f"semantic arm top-{k} over {count:,} vectors (p50 latency)",
+                "µs",
+                float(found["ours_p50_us_median"]),
+                peer=float(found["hnswlib_p50_us_median"]),
+                peer_name="raw hnswlib knn_query",
+                ratio=ratio["median"],
+                goal=goal,
+            )
+        )
+        cpu = found["ratio_cpu"]
+        assert isinstance(cpu, dict)
+        summary.append(
+            harness.row(
+                f"semantic arm top-{k} over {count:,} vectors (CPU time per query)",
+                "µs",
+                float(found["ours_cpu_us_median"]),
+                peer=float(found["hnswlib_cpu_us_median"]),
+                peer_name="raw hnswlib knn_query",
+                ratio=cpu["median"],
+            )
+        )
+    agreeing = harness.row(
+        "semantic arm top-10 identical to raw hnswlib",
+        "% of queries",
+        100.0 * float(str(agreement["identical_share"])),
+    )
+    agreeing["met"] = agreement["identical_top10"] == agreement["queries"]
+    agreeing["goal"] = "same records in the same order"
+    summary.append(agreeing)
+    return summary
+
+
 def run(*, quick: bool) -> dict[str, Any]:
     """Build, check agreement, time both sides in turns; return the result document."""
     count = VECTORS_QUICK if quick else VECTORS_FULL
@@ -380,46 +428,7 @@ def run(*, quick: bool) -> dict[str, Any]:
                     pairs,
                 )
                 depths[f"top_{k}"] = _depth_result(runs)
-    goal = harness.Goal(
-        f"overhead <= {OVERHEAD_BOUND}x raw hnswlib", OVERHEAD_BOUND, at_least=False
-    )
-    summary: list[dict[str, object]] = []
-    for k in DEPTHS:
-        found = depths[f"top_{k}"]
-        assert isinstance(found, dict)
-        ratio = found["ratio_p50"]
-        assert isinstance(ratio, dict)
-        summary.append(
-            harness.row(
-                f"semantic arm top-{k} over {count:,} vectors (p50 latency)",
-                "µs",
-                float(found["ours_p50_us_median"]),
-                peer=float(found["hnswlib_p50_us_median"]),
-                peer_name="raw hnswlib knn_query",
-                ratio=ratio["median"],
-                goal=goal,
-            )
-        )
-        cpu = found["ratio_cpu"]
-        assert isinstance(cpu, dict)
-        summary.append(
-            harness.row(
-                f"semantic arm top-{k} over {count:,} vectors (CPU time per query)",
-                "µs",
-                float(found["ours_cpu_us_median"]),
-                peer=float(found["hnswlib_cpu_us_median"]),
-                peer_name="raw hnswlib knn_query",
-                ratio=cpu["median"],
-            )
-        )
-    agreeing = harness.row(
-        "semantic arm top-10 identical to raw hnswlib",
-        "% of queries",
-        100.0 * float(str(agreement["identical_share"])),
-    )
-    agreeing["met"] = agreement["identical_top10"] == agreement["queries"]
-    agreeing["goal"] = "same records in the same order"
-    summary.append(agreeing)
+    summary = _summary(depths, agreement, count)
     return {
         "summary": summary,
         "parameters": {
@@ -437,7 +446,7 @@ def run(*, quick: bool) -> dict[str, Any]:
             "M": HNSW_M,
             "ef_construction": HNSW_EF_CONSTRUCTION,
             "ef_search": f"max(k, {HNSW_EF_SEARCH})",
-            "ours": "brain.engine.recall.recall._semantic, one LMDB snapshot per query",
+            "ours": "brain.engine.recall.arms.semantic_arm, one LMDB snapshot per query",
             "peer": "hnswlib.Index.knn_query on the same saved graph, ef set once per depth",
             "raw_index_source": "hnswlib load_index of the graph our open-time build saved",
         },

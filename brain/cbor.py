@@ -30,25 +30,25 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_MAP_LENGTH",
     "MAX_TEXT_BYTES",
+    "UNDEFINED",
     "Simple",
     "Tag",
-    "UNDEFINED",
     "Undefined",
     "decode",
     "encode",
 ]
 
 MAX_DEPTH: Final = 32
-"""Deepest nesting of arrays, maps and tags accepted (WIRE.md §2)."""
+"""Deepest nesting of arrays, maps and tags accepted (spec/01-wire.md §2)."""
 
 MAX_ARRAY_LENGTH: Final = 100_000
-"""Most items in one array (WIRE.md §2)."""
+"""Most items in one array (spec/01-wire.md §2)."""
 
 MAX_MAP_LENGTH: Final = 100_000
 """Most pairs in one map; the array bound applied to maps, for the same reason."""
 
 MAX_TEXT_BYTES: Final = 1024 * 1024
-"""Largest text string, in UTF-8 bytes (WIRE.md §2)."""
+"""Largest text string, in UTF-8 bytes (spec/01-wire.md §2)."""
 
 _BREAK: Final = 0xFF
 
@@ -295,88 +295,105 @@ class _NotPlain(Exception):
     """The fast path met something outside plain data; the strict decoder takes over."""
 
 
+_ARGUMENT_READERS: Final = tuple(
+    (reader.unpack_from, reader.size)
+    for reader in (struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">Q"))
+)
+"""Readers of the big-endian argument that follows an initial byte whose
+additional information is 25, 26 or 27 (RFC 8949 §3), with its width; 24, the
+most common, is read inline."""
+
+_PLAIN_CONSTANTS: Final = (False, True, None)
+"""The simple values 20, 21 and 22 (RFC 8949 §3.3), in that order."""
+
+
 def _plain(data: bytes, pos: int, depth: int) -> tuple[object, int]:
     """Decode the item at ``pos`` if it is plain data: integers, text, bytes, floats,
     true, false, null, and definite arrays and text-keyed maps of those.
 
-    It gives up (:class:`_NotPlain`, or an IndexError or UnicodeDecodeError on
-    bad input) at anything else: a tag, a simple value, an indefinite length, a
-    non-text or repeated map key, a bound of :func:`decode` reached, an item
-    running past the end. It never decides that input is invalid; it only
-    answers, for input the strict decoder would accept, what that decoder
-    answers. Every row we store and nearly every request is plain data, so this
-    path carries the load at a few times the strict decoder's speed."""
-    if depth > MAX_DEPTH:
-        raise _NotPlain
+    It gives up (:class:`_NotPlain`, or an IndexError, UnicodeDecodeError or
+    struct.error on bad input) at anything else: a tag, a simple value, an
+    indefinite length, a non-text or repeated map key, a bound of :func:`decode`
+    reached, an item running past the end. It never decides that input is
+    invalid; it only answers, for input the strict decoder would accept, what
+    that decoder answers. Every row we store and nearly every request is plain
+    data, so this path carries the load at a few times the strict decoder's
+    speed: scalars other than floats are read inline here, and only containers
+    and floats cost a further call. Containers check the depth bound, as only
+    they nest."""
     initial = data[pos]
     major = initial >> 5
     info = initial & 0x1F
     pos += 1
     if major == 7:
-        if info == 20:
-            return False, pos
-        if info == 21:
-            return True, pos
-        if info == 22:
-            return None, pos
-        if info == 25:
-            return _HALF.unpack_from(data, pos)[0], pos + 2
-        if info == 26:
-            return _SINGLE.unpack_from(data, pos)[0], pos + 4
-        if info == 27:
-            return _DOUBLE.unpack_from(data, pos)[0], pos + 8
-        raise _NotPlain
+        if 20 <= info <= 22:
+            return _PLAIN_CONSTANTS[info - 20], pos
+        return _plain_float(data, pos, info)
     if info < 24:
         arg = info
     elif info == 24:
         arg = data[pos]
         pos += 1
-    elif info == 25:
-        arg = (data[pos] << 8) | data[pos + 1]
-        pos += 2
-    elif info == 26:
-        arg = int.from_bytes(data[pos : pos + 4], "big")
-        pos += 4
-    elif info == 27:
-        arg = int.from_bytes(data[pos : pos + 8], "big")
-        pos += 8
     else:
-        raise _NotPlain
-    if pos > len(data):
-        raise _NotPlain
-    if major == 0:
-        return arg, pos
+        # Information 28-31 (reserved, indefinite) lies past the table: IndexError.
+        # An argument running past the end of the input is a struct.error.
+        unpack_from, width = _ARGUMENT_READERS[info - 25]
+        arg = unpack_from(data, pos)[0]
+        pos += width
+    if major < 2:
+        return (arg if major == 0 else -1 - arg), pos
     if major == 3:
         end = pos + arg
         if end > len(data) or arg > MAX_TEXT_BYTES:
             raise _NotPlain
         return data[pos:end].decode("utf-8"), end
     if major == 5:
-        if arg > MAX_MAP_LENGTH:
-            raise _NotPlain
-        result: dict[object, object] = {}
-        for _ in range(arg):
-            key, pos = _plain(data, pos, depth + 1)
-            if type(key) is not str or key in result:
-                raise _NotPlain
-            result[key], pos = _plain(data, pos, depth + 1)
-        return result, pos
+        return _plain_map(data, pos, depth, arg)
     if major == 2:
         end = pos + arg
         if end > len(data):
             raise _NotPlain
         return data[pos:end], end
     if major == 4:
-        if arg > MAX_ARRAY_LENGTH:
-            raise _NotPlain
-        items: list[object] = []
-        for _ in range(arg):
-            item, pos = _plain(data, pos, depth + 1)
-            items.append(item)
-        return items, pos
-    if major == 1:
-        return -1 - arg, pos
+        return _plain_array(data, pos, depth, arg)
     raise _NotPlain
+
+
+def _plain_float(data: bytes, pos: int, info: int) -> tuple[object, int]:
+    """The float at ``pos`` whose initial byte, just read, carried ``info``."""
+    if info == 25:
+        return _HALF.unpack_from(data, pos)[0], pos + 2
+    if info == 26:
+        return _SINGLE.unpack_from(data, pos)[0], pos + 4
+    if info == 27:
+        return _DOUBLE.unpack_from(data, pos)[0], pos + 8
+    raise _NotPlain
+
+
+def _plain_map(data: bytes, pos: int, depth: int, length: int) -> tuple[object, int]:
+    """The ``length`` text-keyed pairs of a plain map at ``depth``, starting at ``pos``."""
+    # At the depth bound its pairs would lie past it; the strict decoder judges.
+    if length > MAX_MAP_LENGTH or depth >= MAX_DEPTH:
+        raise _NotPlain
+    result: dict[object, object] = {}
+    for _ in range(length):
+        key, pos = _plain(data, pos, depth + 1)
+        if type(key) is not str or key in result:
+            raise _NotPlain
+        result[key], pos = _plain(data, pos, depth + 1)
+    return result, pos
+
+
+def _plain_array(data: bytes, pos: int, depth: int, length: int) -> tuple[object, int]:
+    """The ``length`` items of a plain array at ``depth``, starting at ``pos``."""
+    # At the depth bound its items would lie past it; the strict decoder judges.
+    if length > MAX_ARRAY_LENGTH or depth >= MAX_DEPTH:
+        raise _NotPlain
+    items: list[object] = []
+    for _ in range(length):
+        item, pos = _plain(data, pos, depth + 1)
+        items.append(item)
+    return items, pos
 
 
 def decode(data: bytes) -> object:
@@ -462,7 +479,14 @@ def _encode_into(value: object, out: list[bytes]) -> None:
         for key_bytes, item in pairs:
             out.append(key_bytes)
             _encode_into(item, out)
-    elif isinstance(value, Tag):
+    else:
+        _encode_extension_into(value, out)
+
+
+def _encode_extension_into(value: object, out: list[bytes]) -> None:
+    """Append the encoding of a value outside plain data: a tag, a simple value or
+    undefined. These are rare, so they stay off the chain that plain data walks."""
+    if isinstance(value, Tag):
         out.append(_head(6, value.number))
         _encode_into(value.value, out)
     elif isinstance(value, Simple):

@@ -1,6 +1,6 @@
 """The error trees of Brain. Every error a client can see has a wire code.
 
-Each class carries the code and name of WIRE.md §6 and whether a client may
+Each class carries the code and name of spec/01-wire.md §5 and whether a client may
 retry the same request unchanged. Foreign exceptions (OSError, lmdb, CBOR) are
 translated into these at the boundary where they enter, with ``raise … from``.
 
@@ -66,8 +66,8 @@ __all__ = [
     "Conflict",
     "ConnectionClosed",
     "ConnectionFault",
-    "FrameTooLarge",
     "Forgotten",
+    "FrameTooLarge",
     "IdempotencyConflict",
     "Internal",
     "InvalidArgument",

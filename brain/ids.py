@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-__all__ = ["id_hex", "new_id"]
+__all__ = ["new_id"]
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -37,8 +37,3 @@ def new_id() -> bytes:
     rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
     value = (ms << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62) | rand
     return value.to_bytes(16, "big")
-
-
-def id_hex(raw: bytes) -> str:
-    """An id as 32 lowercase hex digits, the form logs and HTTP routes use."""
-    return raw.hex()

@@ -60,7 +60,7 @@ _STREAM_END_FLAG: Final = 0x02
 _OPCODES: Final = (*sorted(int(op) for op in Opcode), ERROR_OPCODE)
 """What the first selector byte picks from, modulo its length.
 
-From the WIRE.md §7 table, not the registry, so that a seed's selector keeps
+From the spec/01-wire.md §6 table, not the registry, so that a seed's selector keeps
 naming the same opcode as message classes are added.
 """
 

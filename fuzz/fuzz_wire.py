@@ -69,7 +69,7 @@ _REFRAME_HEADER: Final = 4
 
 
 def _opcode_table() -> tuple[int, ...]:
-    # From the WIRE.md §7 table, not the registry, so that a record's selector byte
+    # From the spec/01-wire.md §6 table, not the registry, so that a record's selector byte
     # keeps naming the same opcode as message classes are added: seeds stay meaningful.
     requests = sorted(int(op) for op in Opcode)
     responses = [op | RESPONSE_BIT for op in requests]

@@ -1,6 +1,6 @@
 """The ``brain`` command: ``serve``, ``keys create``, ``wal verify|truncate``, ``--version``.
 
-Exit codes (WIRE.md §10): 0 success, 1 the operation failed, 2 the command
+Exit codes (spec/06-operations.md §1): 0 success, 1 the operation failed, 2 the command
 could not run (bad usage or configuration), 3 ``wal verify`` found corruption.
 """
 

@@ -1,8 +1,8 @@
 """Python clients for the Brain wire protocol: blocking `Client`, asyncio `AsyncClient`.
 
-Both speak WIRE.md through the sans-IO :class:`~brain.wire.client_session.ClientSession`
+Both speak spec/01-wire.md through the sans-IO :class:`~brain.wire.client_session.ClientSession`
 and raise the typed errors of :mod:`brain.errors`. :func:`render_hits` renders
-RECALL hits for a language model's prompt (SEMANTICS.md §8).
+RECALL hits for a language model's prompt (spec/04-retrieval.md §7).
 """
 
 from brain.client.aio import AsyncClient

@@ -1,4 +1,4 @@
-"""Rendering RECALL hits for a language-model prompt (SEMANTICS.md §8).
+"""Rendering RECALL hits for a language-model prompt (spec/04-retrieval.md §7).
 
 Text stored in the database is data, whoever wrote it: a memory may hold a
 web page, an e-mail or a previous model's output, any of which can contain

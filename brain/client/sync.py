@@ -41,7 +41,7 @@ from brain.wire.schema import Message
 __all__ = ["DEFAULT_CLIENT_NAME", "DEFAULT_PORT", "DEFAULT_TIMEOUT_S", "Client"]
 
 DEFAULT_PORT: Final = 9090
-"""The wire protocol's TCP port (WIRE.md §1)."""
+"""The wire protocol's TCP port (spec/01-wire.md §1)."""
 
 DEFAULT_TIMEOUT_S: Final = 30.0
 """Per-call wait: well above a heavy RECALL under load, short enough to notice a dead peer."""

@@ -6,17 +6,17 @@ the writer thread. Opening it recovers: every WAL record after the store's
 ``applied_lsn`` is applied exactly once, in order, before anything is served.
 
 Operations take the caller's namespace (from its key) and a validated request
-message; the space comes from the request. Reads run on the caller's thread
-in a read-only LMDB transaction; writes go through the writer thread.
+message; the space comes from the request. The database runs them through its
+:class:`~brain.engine.dispatcher.Dispatcher` (reads on the caller's thread in
+a read-only LMDB transaction, writes through the writer thread) and its
+maintenance through :mod:`brain.engine.admin`; what is left here is opening,
+recovering and closing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -25,64 +25,46 @@ from typing import Final
 
 import lmdb
 
-from brain import cbor
 from brain.embed import DEFAULT_KIND, load_embedder
 from brain.embed.batching import BatchingEmbedder
-from brain.engine.admin.snapshot import SnapshotInfo, write_bundle
-from brain.engine.admin.transfer import (
-    EXPORT_FORMAT,
-    Header,
-    Row,
-    export_id,
-    export_rows,
-    import_plan,
+from brain.engine.admin.purge import Purger
+from brain.engine.admin.snapshot import SnapshotInfo, take_snapshot
+from brain.engine.admin.statistics import (
+    Statistics,
+    count_scopes,
+    stats_report,
+    take_statistics,
+    wal_report,
 )
-from brain.engine.dispatch import READS, WRITES, ReadHandler
+from brain.engine.admin.transfer import Header, Row, export_lines, import_batch
+from brain.engine.dispatcher import Dispatcher
 from brain.engine.index.indexer import Indexer
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
-from brain.engine.index.upkeep import PURGE_QUEUE
-from brain.engine.index.vectors import EMBED_QUEUE, VectorIndexes
-from brain.engine.planner import (
-    plan_buffered,
-    plan_commit,
-    plan_single,
-    read_in_txn,
-)
+from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
-from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
-from brain.engine.write import budget, idempotency
-from brain.engine.write.change_log import LoggedChange, read_changes
+from brain.engine.write import idempotency
+from brain.engine.write.change_log import LoggedChange
 from brain.engine.write.clock import RecordClock
-from brain.engine.write.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
-from brain.engine.write.reads import ReadContext
+from brain.engine.write.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
 from brain.engine.write.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
-from brain.engine.write.writer import MAX_GROW_ATTEMPTS, Outcome, PlanContext, Writer
-from brain.errors import BrainError, StorageFault, Unavailable
-from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
+from brain.engine.write.writer import MAX_GROW_ATTEMPTS, Writer
+from brain.errors import StorageFault, Unavailable
 from brain.wire.opcodes import Opcode
-from brain.wire.registry import response_class
 from brain.wire.schema import Message
 
-__all__ = ["Database", "DatabaseOptions", "open_database"]
+__all__ = ["Database", "DatabaseOptions"]
 
 log = logging.getLogger("brain.engine")
 
 DEFAULT_EMBEDDER = DEFAULT_KIND
 """The embedder of a database opened without naming one (tests set ``hashing`` here)."""
 
-PURGE_INTERVAL_S: Final = 300.0
-"""Least time between two purges the database starts on its own after a hard
-forget or a retraction: a purge rewrites the whole data file, so a burst of
-forgets is purged together, within five minutes."""
-
 RECOVERY_BATCH: Final = 1000
 """WAL records applied per LMDB transaction during recovery."""
-
-_TXN_OPCODES: Final = frozenset({Opcode.TXN_BEGIN, Opcode.TXN_COMMIT, Opcode.TXN_ABORT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,19 +96,24 @@ class Database:
         options: DatabaseOptions,
         *,
         retrieval: Retrieval,
+        listeners: list[Callable[[object], None]],
     ) -> None:
         """Private: use :meth:`open` (or :func:`brain.open`)."""
         self.retrieval = retrieval
         self.path = path
-        self._txns = TxnRegistry(max_writes=options.txn_max_writes)
         self._wal = wal
         self._store = store
         self._writer = writer
         self._closed = False
-        self._resolution = options.resolution
-        self._listeners: list[Callable[[object], None]] = []
-        self._last_purge = time.monotonic()
-        self._purges = 0
+        self._dispatcher = Dispatcher(
+            store,
+            writer,
+            retrieval,
+            txns=TxnRegistry(max_writes=options.txn_max_writes),
+            resolution=options.resolution,
+            listeners=listeners,
+        )
+        self._purger = Purger(store, writer, retrieval.indexes)
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -181,9 +168,8 @@ class Database:
             wal.close()
             raise
         retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
-        database = cls(root, wal, store, writer, opts, retrieval=retrieval)
-        database._listeners = wake
-        idle.append(database._maybe_purge)
+        database = cls(root, wal, store, writer, opts, retrieval=retrieval, listeners=wake)
+        idle.append(database._purger.on_idle)
         return database
 
     # --- status ---------------------------------------------------------------------------
@@ -200,34 +186,46 @@ class Database:
 
     @property
     def writer(self) -> Writer:
-        """The writer (for metrics and fault-injection tests)."""
+        """The writer (for fault-injection tests)."""
         return self._writer
 
     @property
     def wal(self) -> WriteAheadLog:
-        """The write-ahead log (for metrics and tests)."""
+        """The write-ahead log (for tests)."""
         return self._wal
 
-    def store_usage(self) -> tuple[int, int]:
-        """(LMDB map size, bytes in use)."""
-        return self._store.usage()
+    def statistics(self) -> Statistics:
+        """Every figure of the database now, taken together (what ``/metrics`` reads)."""
+        self._check_open()
+        return take_statistics(
+            writer=self._writer,
+            wal=self._wal,
+            store=self._store,
+            retrieval=self.retrieval,
+            purges=self._purger.count,
+        )
 
-    def table_entries(self, table: bytes) -> int:
-        """Rows in one store table, read from its header without a scan (for metrics)."""
-        with self._store.read() as txn:
-            return int(txn.stat(self._store.table(table))["entries"])
+    def stats(self) -> dict[str, object]:
+        """What ``GET /v1/stats`` shows: records per scope, progress, sizes, backlogs."""
+        self._check_open()
+        scopes = count_scopes(self._store)
+        return stats_report(self.statistics(), scopes)
+
+    def wal_status(self) -> dict[str, object]:
+        """What ``GET /v1/wal`` shows: the log's extent, progress and segments."""
+        return wal_report(self.statistics())
+
+    # --- operations (brain.engine.dispatcher) ----------------------------------------------
 
     @staticmethod
     def handles(opcode: Opcode) -> bool:
         """True when this build implements ``opcode``."""
-        return opcode in WRITES or opcode in READS or opcode in _TXN_OPCODES
+        return Dispatcher.handles(opcode)
 
     @staticmethod
     def is_write(opcode: Opcode) -> bool:
         """True for opcodes that go through the writer."""
-        return opcode in WRITES or opcode is Opcode.TXN_COMMIT
-
-    # --- operations ------------------------------------------------------------------------
+        return Dispatcher.is_write(opcode)
 
     def submit(
         self,
@@ -238,248 +236,15 @@ class Database:
         owner: bytes = b"",
         actor: bytes = b"",
     ) -> Future[bytes]:
-        """Queue a write; the future gives the encoded answer payload or raises a BrainError.
-
-        ``owner`` names the connection, which owns the transactions it opens;
-        ``actor`` is the key id the audit log records.
-        """
+        """Queue a write; the future gives the encoded answer payload or raises a BrainError
+        (:meth:`Dispatcher.submit <brain.engine.dispatcher.Dispatcher.submit>`)."""
         self._check_open()
-
-        def submit(plan: Callable[[PlanContext], Outcome]) -> Future[bytes]:
-            # Every planner sees who asked, for the audit log.
-            return self._writer.submit(lambda ctx: plan(dataclasses.replace(ctx, actor=actor)))
-
-        if opcode is Opcode.TXN_COMMIT:
-            assert isinstance(request, TxnCommit)
-            return submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
-        if opcode not in WRITES:
-            raise Unavailable(f"{opcode.name} is not available in this build")
-        budget.check_write(opcode, request, budget=budget.WRITE_BUDGET)
-        txn_id: bytes | None = getattr(request, "txn_id", None)
-        if txn_id is not None:
-            return submit(
-                lambda ctx: plan_buffered(
-                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
-                )
-            )
-        return submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
-
-    def on_applied(self, listener: Callable[[object], None]) -> Callable[[], None]:
-        """Call ``listener`` (on the writer thread; it must not block) after every batch
-        the writer commits; return the function that stops it."""
-        self._listeners.append(listener)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return stop
-
-    def changes(
-        self, namespace: str, space: str | None, after: bytes, limit: int
-    ) -> list[tuple[bytes, LoggedChange]]:
-        """Change-log entries of a scope after position ``after`` (``b""``: from the
-        start), in log order, each with its position (``spec/06-operations.md``)."""
-        self._check_open()
-        with self._store.read() as txn:
-            return read_changes(self._store, txn, Scope.of(namespace, space), after, limit)
-
-    def stats(self) -> dict[str, object]:
-        """What ``GET /v1/stats`` shows: records per scope, progress, sizes, backlogs."""
-        self._check_open()
-        counted = {b"memories": "memories", b"entities": "entities", b"statements": "statements"}
-        counted[b"relations"] = "relations"
-        scopes: dict[bytes, dict[str, object]] = {}
-        with self._store.read() as txn:
-            for table, label in counted.items():
-                for key, value in txn.cursor(db=self._store.table(table)):
-                    prefix = bytes(key)[:SCOPE_PREFIX_BYTES]
-                    entry = scopes.get(prefix)
-                    if entry is None:
-                        row = cbor.decode(bytes(value))
-                        names = row if isinstance(row, dict) else {}
-                        entry = scopes[prefix] = {
-                            "namespace": names.get("namespace"),
-                            "space": names.get("space"),
-                            **dict.fromkeys(counted.values(), 0),
-                        }
-                    count = entry[label]
-                    assert isinstance(count, int)
-                    entry[label] = count + 1
-        index_dir = self.path / "index"
-        index_bytes = (
-            sum(p.stat().st_size for p in index_dir.glob("*")) if index_dir.exists() else 0
-        )
-        mapped, used = self.store_usage()
-        return {
-            "applied_lsn": self.applied_lsn,
-            "durable_lsn": self._writer.durable_lsn,
-            "indexed_lsn": self.retrieval.indexer.indexed_lsn,
-            "read_only": self.read_only_reason,
-            "scopes": sorted(scopes.values(), key=lambda s: (str(s["namespace"]), str(s["space"]))),
-            "sizes": {
-                "lmdb_used_bytes": used,
-                "lmdb_map_bytes": mapped,
-                "wal_bytes": sum(p.stat().st_size for p in self._wal.segments),
-                "index_bytes": index_bytes,
-            },
-            "embed_backlog": self.embed_backlog(),
-            "purge_pending": self.purge_pending(),
-        }
-
-    def wal_status(self) -> dict[str, object]:
-        """What ``GET /v1/wal`` shows: the log's extent, progress and segments."""
-        self._check_open()
-        segments = [{"name": p.name, "bytes": p.stat().st_size} for p in self._wal.segments]
-        return {
-            "first_lsn": self._wal.first_lsn,
-            "last_lsn": self._wal.last_lsn,
-            "applied_lsn": self.applied_lsn,
-            "durable_lsn": self._writer.durable_lsn,
-            "segments": segments,
-        }
-
-    def export(self, namespace: str) -> Iterator[dict[str, object]]:
-        """The export of ``namespace`` (:mod:`brain.engine.admin.transfer`), line by line:
-        the header, every row of one snapshot, the trailer."""
-        self._check_open()
-        with self._store.read() as txn:
-            progress = get_progress(self._store, txn)
-            clock = progress.last_record_time
-            yield {
-                "format": EXPORT_FORMAT,
-                "namespace": namespace,
-                "export_id": export_id(namespace, progress.applied_lsn, clock).hex(),
-                "applied_lsn": progress.applied_lsn,
-                "clock": clock,
-            }
-            count = 0
-            scopes: set[bytes] = set()
-            for row in export_rows(self._store, txn, namespace):
-                count += 1
-                scopes.add(row.key[:SCOPE_PREFIX_BYTES])
-                yield {"table": row.table.decode(), "key": row.key.hex(), "value": row.value.hex()}
-            yield {"end": True, "rows": count, "scopes": sorted(p.hex() for p in scopes)}
-
-    def import_rows(self, header: Header, rows: list[Row]) -> int:
-        """Write one batch of an export's rows (:func:`~brain.engine.admin.transfer.import_plan`);
-        return how many. The record clock moves past the export's first."""
-        self._check_open()
-        self._writer.clock.observe(header.clock)
-        filled: list[set[bytes]] = []
-
-        def plan(ctx: PlanContext) -> Plan:
-            made, scopes = import_plan(ctx, header, rows)
-            filled[:] = [scopes]
-            return made
-
-        self._writer.submit(plan).result()
-        if filled:
-            self.retrieval.indexes.rebuild(self._store, sorted(filled[0]))
-            self.retrieval.indexer.notify()
-        return len(rows)
-
-    def purge(self) -> int:
-        """Physically remove forgotten content now; return how many documents' texts
-        were pending (hard-forgotten memories and retracted statements since the last
-        purge). See :meth:`_purge_now`."""
-        self._check_open()
-        result = self._writer.between_batches(self._purge_now).result()
-        assert isinstance(result, int)
-        return result
-
-    @property
-    def purges(self) -> int:
-        """Purges run since the database opened."""
-        return self._purges
-
-    def embed_backlog(self) -> int:
-        """Documents waiting for the indexer (embeddings and HNSW removals)."""
-        with self._store.read() as txn:
-            return sum(1 for _ in txn.cursor(db=self._store.table(EMBED_QUEUE)))
-
-    def purge_pending(self) -> int:
-        """Documents whose text left the store since the last purge."""
-        with self._store.read() as txn:
-            return sum(1 for _ in txn.cursor(db=self._store.table(PURGE_QUEUE)))
-
-    def _maybe_purge(self) -> None:
-        """The periodic purge (writer thread, between batches)."""
-        if time.monotonic() - self._last_purge < PURGE_INTERVAL_S:
-            return
-        if self.purge_pending():
-            self._purge_now()
-
-    def _purge_now(self) -> int:
-        """On the writer thread, between batches: every record logged so far leaves
-        the WAL (a new segment, then a checkpoint), the LMDB file is rewritten with
-        its live pages only, and the HNSW indexes holding deleted vectors are rebuilt
-        and saved. Snapshots taken before stay as they were: they are backups."""
-        pending = self.purge_pending()
-        self._writer.force_checkpoint()
-        with self._store.env.begin(write=True) as txn:
-            # Bookkeeping, not data: nothing to log, and a crash only purges again.
-            txn.drop(self._store.table(PURGE_QUEUE), delete=False)
-        self._store.compact()
-        self.retrieval.indexes.rebuild_deleted(self._store)
-        self._last_purge = time.monotonic()
-        self._purges += 1
-        log.info("purged forgotten content of %d documents", pending)
-        return pending
-
-    def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
-        """Wait until every write applied so far is in the vector indexes (the lexical
-        index has new documents at once, re-indexed ones with the vectors); False if
-        ``timeout`` seconds passed first."""
-        self._check_open()
-        return self.retrieval.indexer.wait_for(self._writer.applied_lsn, timeout)
+        return self._dispatcher.submit(namespace, opcode, request, owner=owner, actor=actor)
 
     def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
         """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
         self._check_open()
-        if opcode is Opcode.TXN_BEGIN:
-            assert isinstance(request, TxnBegin)
-            return TxnBegun(txn_id=self._txns.begin(namespace, owner, request.timeout_ms))
-        if opcode is Opcode.TXN_ABORT:
-            assert isinstance(request, TxnAbort)
-            self._txns.take(request.txn_id, namespace)
-            return TxnAborted()
-        handler = READS.get(opcode)
-        if handler is None:
-            raise Unavailable(f"{opcode.name} is not available in this build")
-        txn_id: bytes | None = getattr(request, "txn_id", None)
-        if txn_id is not None:
-            # Through the writer: the buffered writes are replayed in a nested
-            # transaction of its batch, so the read sees them (and nothing leaks).
-            future = self._writer.submit(
-                lambda ctx: read_in_txn(
-                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
-                )
-            )
-            return response_class(opcode).from_wire(cbor.decode(future.result()))
-        space: str | None = getattr(request, "space", None)
-        scope = Scope.of(namespace, space)
-        if opcode in (Opcode.RECALL, Opcode.EXPLAIN):
-            # A recall sees every write acknowledged before it: wait for their vectors.
-            wanted = self._writer.applied_lsn
-            if not self.retrieval.indexer.wait_for(wanted, self.retrieval.index_wait_s):
-                log.warning("recall ran before the indexer reached LSN %d", wanted)
-        try:
-            return self._read_snapshot(handler, scope, request)
-        except BrainError as exc:
-            # The traceback of a refused read holds its frames, and through them its
-            # LMDB transaction, whose reader slot is freed only when that object dies.
-            # The answers of a burst of refusals (NOT_FOUND for unknown ids) wait for
-            # the event loop, up to one per open stream, and would hold as many slots
-            # (MDB_READERS_FULL). The caller needs the error, not where it arose.
-            exc.__context__ = None
-            raise exc.with_traceback(None) from None
-
-    def _read_snapshot(self, handler: ReadHandler, scope: Scope, request: Message) -> Message:
-        with self._store.read() as txn:
-            now = self._writer.clock.now()
-            context = ReadContext(self._store, txn, now, self._resolution, self.retrieval)
-            return handler(context, scope, request)
+        return self._dispatcher.read(namespace, opcode, request, owner)
 
     def execute(
         self,
@@ -491,39 +256,73 @@ class Database:
         actor: bytes = b"",
     ) -> Message:
         """Run any operation and wait for its answer (the embedded API)."""
-        if self.is_write(opcode):
-            payload = self.submit(namespace, opcode, request, owner=owner, actor=actor).result()
-            return response_class(opcode).from_wire(cbor.decode(payload))
-        return self.read(namespace, opcode, request, owner)
+        self._check_open()
+        return self._dispatcher.execute(namespace, opcode, request, owner=owner, actor=actor)
+
+    def abort_owner(self, owner: bytes) -> int:
+        """Abort every transaction ``owner`` (a connection) left open."""
+        return self._dispatcher.abort_owner(owner)
+
+    def on_applied(self, listener: Callable[[object], None]) -> Callable[[], None]:
+        """Call ``listener`` (on the writer thread; it must not block) after every batch
+        the writer commits; return the function that stops it."""
+        return self._dispatcher.on_applied(listener)
+
+    def changes(
+        self, namespace: str, space: str | None, after: bytes, limit: int
+    ) -> list[tuple[bytes, LoggedChange]]:
+        """Change-log entries of a scope after position ``after`` (``b""``: from the
+        start), in log order, each with its position (``spec/06-operations.md``)."""
+        self._check_open()
+        return self._dispatcher.changes(namespace, space, after, limit)
+
+    def wait_indexed(self, timeout: float = DEFAULT_INDEX_WAIT_S) -> bool:
+        """Wait until every write applied so far is in the vector indexes (the lexical
+        index has new documents at once, re-indexed ones with the vectors); False if
+        ``timeout`` seconds passed first."""
+        self._check_open()
+        return self.retrieval.indexer.wait_for(self._writer.applied_lsn, timeout)
+
+    # --- maintenance (brain.engine.admin) --------------------------------------------------
+
+    def purge(self) -> int:
+        """Physically remove forgotten content now; return how many documents' texts
+        were pending (hard-forgotten memories and retracted statements since the last
+        purge; :mod:`brain.engine.admin.purge`)."""
+        self._check_open()
+        return self._purger.purge()
+
+    def export(self, namespace: str) -> Iterator[dict[str, object]]:
+        """The export of ``namespace`` (:mod:`brain.engine.admin.transfer`), line by line:
+        the header, every row of one snapshot, the trailer."""
+        self._check_open()
+        return export_lines(self._store, namespace)
+
+    def import_rows(self, header: Header, rows: list[Row]) -> int:
+        """Write one batch of an export's rows (:func:`~brain.engine.admin.transfer.import_batch`);
+        return how many. The record clock moves past the export's first."""
+        self._check_open()
+        return import_batch(self._writer, self._store, self.retrieval, header, rows)
 
     def snapshot(
         self, bundle: Path, *, extra_envs: dict[str, lmdb.Environment] | None = None
     ) -> SnapshotInfo:
         """Write a consistent snapshot bundle to ``bundle`` while writes go on."""
         self._check_open()
-        with self._writer.checkpoints_held(), self._store.read() as txn:
-            lsn = get_progress(self._store, txn).applied_lsn
-            return write_bundle(
-                bundle,
-                env=self._store.env,
-                meta_db_reader=txn,
-                lsn=lsn,
-                wal_segments=list(self._wal.segments),
-                extra_envs=extra_envs,
-            )
+        return take_snapshot(
+            bundle, writer=self._writer, store=self._store, wal=self._wal, extra_envs=extra_envs
+        )
 
     def audit(self, namespace: str, limit: int = DEFAULT_AUDIT_LIMIT) -> list[dict[str, object]]:
         """The newest audit entries of ``namespace``, newest first."""
         self._check_open()
         return read_audit(self._store, namespace, min(limit, MAX_AUDIT_LIMIT))
 
-    def abort_owner(self, owner: bytes) -> int:
-        """Abort every transaction ``owner`` (a connection) left open."""
-        return self._txns.abort_owner(owner)
-
     def checkpoint(self) -> None:
         """Force a checkpoint now (normally the writer runs them on its own)."""
         self._writer.request_checkpoint().result()
+
+    # --- lifecycle --------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -600,8 +399,3 @@ def _apply_recovered(
             continue
         return lsn, time_ns
     raise StorageFault("recovery could not grow the store's map enough")
-
-
-def open_database(path: Path | str, options: DatabaseOptions | None = None) -> Database:
-    """Open the database in ``path``; the same as :meth:`Database.open`."""
-    return Database.open(path, options)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from brain.engine.recall.recall import RECALL_READS
+from brain.engine.recall.handlers import RECALL_READS
 from brain.engine.records import forgetting, reviews, schema, statement_reads, statements
 from brain.engine.records.entities import ENTITY_READS, ENTITY_WRITES
 from brain.engine.records.memories import plan_encode, read_memory_get

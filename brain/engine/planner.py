@@ -1,8 +1,12 @@
 """The planning every write shares, and the transaction opcodes built from it.
 
-A write's planner (:data:`brain.engine.dispatch.WRITES`) returns its changes and
-answer; :func:`plan_write` wraps it with the idempotency check and row and with
-the change log's entries, so no planner can forget them. The transaction opcodes
+A write's planner (:data:`brain.engine.dispatch.WRITES`) returns its record
+changes and answer; :func:`plan_write` wraps them with the idempotency check and
+row, with the index changes derived from them
+(:func:`brain.engine.index.derive.index_entries`) and with the change log's
+entries (:func:`brain.engine.write.change_log.change_entries`), both read off the
+record changes and the state before them: no planner writes an index row or a
+log entry itself, so none can forget one. The transaction opcodes
 are planned here too, from the same pieces: a buffered write is planned against
 the state plus its transaction's earlier writes in a nested LMDB transaction
 that is then thrown away, and a commit plans every buffered write again, in
@@ -17,6 +21,7 @@ from typing import Protocol
 
 from brain import cbor
 from brain.engine.dispatch import READS, WRITES
+from brain.engine.index.derive import index_entries
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget, idempotency
 from brain.engine.write.change_log import change_entries
@@ -39,7 +44,7 @@ __all__ = [
 
 
 class WriteRequest(Protocol):
-    """What every write request carries (WIRE.md §5)."""
+    """What every write request carries (spec/01-wire.md §4)."""
 
     request_id: bytes
     space: str | None
@@ -55,13 +60,13 @@ def plan_write(
 ) -> tuple[list[Change], bytes] | Replay:
     """Plan one write with its idempotency check: (changes, answer) or the stored answer."""
     if getattr(request, "request_id", None) is None:
-        # SCHEMA_PUT: WIRE.md §8 gives it no idempotency key; it is planned as it is.
+        # SCHEMA_PUT: spec/01-wire.md §9 gives it no idempotency key; it is planned as it is.
         scope = Scope.of(namespace, getattr(request, "space", None))
         changes, answer = WRITES[opcode](ctx, scope, request)
         if not changes:
             # A put that changes nothing takes no LSN: its retry must not look like a write.
             return Replay(cbor.encode(answer.to_wire()))
-        return changes, cbor.encode(answer.to_wire())
+        return changes + index_entries(ctx, scope, changes), cbor.encode(answer.to_wire())
     write = _as_write(request)
     scope = Scope.of(namespace, write.space)
     digest = idempotency.request_digest(opcode, request)
@@ -80,7 +85,8 @@ def plan_write(
         lsn=ctx.lsn,
         recorded_at=ctx.record_time,
     )
-    return changes + rows + logged, payload
+    indexed = index_entries(ctx, scope, changes)
+    return changes + indexed + rows + logged, payload
 
 
 def plan_single(
@@ -201,7 +207,7 @@ def plan_commit(
         txn = registry.get(request.txn_id, namespace)
     except TxnExpired:
         # A client that lost the answer of a commit that went through asks again:
-        # it gets the stored answer, as a repeated write does (WIRE.md §5).
+        # it gets the stored answer, as a repeated write does (spec/01-wire.md §4).
         stored = idempotency.lookup(ctx.store, ctx.txn, scope, _commit_key(request.txn_id), digest)
         if stored is None:
             raise

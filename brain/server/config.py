@@ -28,10 +28,10 @@ from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_FRAME_CEILING
 from brain.wire.session import DEFAULT_MAX_STREAMS
 
 __all__ = [
+    "ENV_PREFIX",
     "AdminConfig",
     "Config",
     "ConfigError",
-    "ENV_PREFIX",
     "LogConfig",
     "ServerConfig",
     "load_config",
@@ -85,7 +85,7 @@ class AdminConfig:
 
 @dataclass(frozen=True, slots=True)
 class EntitiesConfig:
-    """The ``[entities]`` section: how names resolve (SEMANTICS.md §7)."""
+    """The ``[entities]`` section: how names resolve (spec/02-data-model.md §4)."""
 
     fuzzy_threshold: float = FUZZY_THRESHOLD
     """Lowest fuzzy score (rapidfuzz ratio / 100) a name still matches at."""
@@ -99,7 +99,7 @@ class EntitiesConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
-    """The ``[retrieval]`` section (SEMANTICS.md §6)."""
+    """The ``[retrieval]`` section (spec/04-retrieval.md §5)."""
 
     embedder: str = DEFAULT_KIND
     """``minilm`` (all-MiniLM-L6-v2), or ``hashing`` (tests only: no meaning at all)."""

@@ -3,7 +3,7 @@
 The read loop feeds bytes to the session and acts on its events: bytes are
 written, AUTH is checked against the key store in a worker thread, and every
 data request runs in its own task so that answers may come back in any order
-(WIRE.md §3). Nothing here parses bytes or decides protocol questions; that is
+(spec/01-wire.md §3). Nothing here parses bytes or decides protocol questions; that is
 the session's job.
 """
 
@@ -39,7 +39,7 @@ from brain.wire.session import (
     encode_error_frame,
 )
 
-__all__ = ["Connection", "READ_CHUNK"]
+__all__ = ["READ_CHUNK", "Connection"]
 
 log = logging.getLogger("brain.server")
 
@@ -288,7 +288,7 @@ class Connection:
         principal = self._session.principal
         self._session.close()
         if principal is not None:
-            # A closed connection aborts the transactions it left open (DURABILITY.md §4).
+            # A closed connection aborts the transactions it left open (spec/05-durability.md §8).
             self._backend.connection_closed(principal)
         for task in list(self._tasks.values()):
             task.cancel()

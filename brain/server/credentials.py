@@ -1,4 +1,4 @@
-"""First start: the ``default`` namespace, its key and the admin token (WIRE.md §10).
+"""First start: the ``default`` namespace, its key and the admin token (spec/06-operations.md §1).
 
 On the first start in a data directory the server mints a key with every
 permission on namespace ``default`` and an admin token, writes both to

@@ -1,4 +1,4 @@
-"""The two HTTP ports (WIRE.md §9): public health and metrics, and the admin API.
+"""The two HTTP ports (spec/06-operations.md §4): public health and metrics, and the admin API.
 
 The public port needs no credentials and says nothing private: liveness,
 readiness and Prometheus metrics. Every admin route needs
@@ -14,6 +14,8 @@ import json
 import struct
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
@@ -33,7 +35,15 @@ from brain.wire.opcodes import Opcode
 if TYPE_CHECKING:
     from brain.engine.database import Database
 
-__all__ = ["ADMIN_MAX_BODY", "make_admin_app", "make_public_app"]
+__all__ = [
+    "ADMIN",
+    "ADMIN_MAX_BODY",
+    "PUBLIC",
+    "AdminState",
+    "PublicState",
+    "make_admin_app",
+    "make_public_app",
+]
 
 ADMIN_MAX_BODY: Final = 1024 * 1024
 """Admin requests are small JSON documents; a larger body is refused."""
@@ -120,211 +130,267 @@ def _json_value(value: object) -> object:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class PublicState:
+    """What the public port's handlers read (``request.app[PUBLIC]``)."""
+
+    status: Callable[[], BackendStatus]
+    """Readiness, as ``/readyz`` answers it."""
+    metrics: ServerMetrics
+
+
+PUBLIC: Final = web.AppKey("public", PublicState)
+"""The public app's state."""
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    now = request.app[PUBLIC].status()
+    if now.ready:
+        return web.json_response({"ready": True, "applied_lsn": now.applied_lsn})
+    return web.json_response({"ready": False, "reason": now.reason or "not ready"}, status=503)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = await asyncio.to_thread(request.app[PUBLIC].metrics.render)
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+
+
 def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
     """``/healthz``, ``/readyz`` (from ``status``) and ``/metrics``."""
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        now = status()
-        if now.ready:
-            return web.json_response({"ready": True, "applied_lsn": now.applied_lsn})
-        return web.json_response({"ready": False, "reason": now.reason or "not ready"}, status=503)
-
-    async def metrics_route(_: web.Request) -> web.Response:
-        body = await asyncio.to_thread(metrics.render)
-        return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
-
     app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_route)
+    app[PUBLIC] = PublicState(status, metrics)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
     return app
+
+
+@dataclass(frozen=True, slots=True)
+class AdminState:
+    """What the admin port's handlers read (``request.app[ADMIN]``)."""
+
+    config: Config
+    keys: KeyStore
+    database: Database | None
+    """The database served, or None on a server without one (its routes then answer
+    UNAVAILABLE)."""
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Where bundles made through the admin port go."""
+        return self.config.data_path / SNAPSHOT_DIR
+
+    def served(self) -> Database:
+        """The database, for a route that needs it."""
+        if self.database is None:
+            raise Unavailable("this route needs the database, which this server does not serve")
+        return self.database
+
+    async def token_ok(self, presented: str) -> bool:
+        """Whether ``presented`` is the admin token (the configured one, else the stored one)."""
+        configured = self.config.admin.token
+        if configured:
+            return hmac.compare_digest(presented.encode(), configured.encode())
+        return await asyncio.to_thread(self.keys.check_admin_token, presented)
+
+
+ADMIN: Final = web.AppKey("admin", AdminState)
+"""The admin app's state."""
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """401 without the admin bearer token; a BrainError as its JSON error."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, presented = header.partition(" ")
+    if (
+        scheme.lower() != "bearer"
+        or not presented
+        or not await request.app[ADMIN].token_ok(presented.strip())
+    ):
+        return web.json_response(
+            {"error": "UNAUTHENTICATED", "message": "a valid admin bearer token is required"},
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="brain-admin"'},
+        )
+    try:
+        return await handler(request)
+    except BrainError as exc:
+        status = _STATUS_BY_ERROR.get(exc.wire_name, 409)
+        return _error(status, exc.wire_name, exc.message, exc.field)
+
+
+async def _read_json(request: web.Request) -> dict[str, object]:
+    try:
+        body = json.loads(await request.read() or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidArgument("body must be a JSON object")
+    return body
+
+
+async def _create_key(request: web.Request) -> web.Response:
+    body = await _read_json(request)
+    unknown = sorted(set(body) - {"namespace", "permissions"})
+    if unknown:
+        raise InvalidArgument(f"unknown key {unknown[0]!r}", field=unknown[0])
+    namespace = body.get("namespace")
+    if not isinstance(namespace, str):
+        raise InvalidArgument("namespace (text) is required", field="namespace")
+    raw_perms = body.get("permissions", ["read", "write"])
+    if not isinstance(raw_perms, list) or not all(isinstance(p, str) for p in raw_perms):
+        raise InvalidArgument("permissions must be a list of text", field="permissions")
+    permissions = parse_permissions(str(p) for p in raw_perms)
+    keys = request.app[ADMIN].keys
+    api_key, record = await asyncio.to_thread(keys.create_key, namespace, permissions, via="admin")
+    return web.json_response({"api_key": api_key, **record.to_json()}, status=201)
+
+
+async def _list_keys(request: web.Request) -> web.Response:
+    records = await asyncio.to_thread(request.app[ADMIN].keys.list_keys)
+    return web.json_response({"keys": [r.to_json() for r in records]})
+
+
+async def _delete_key(request: web.Request) -> web.Response:
+    raw = request.match_info["key_id"]
+    try:
+        key_id = bytes.fromhex(raw)
+    except ValueError:
+        raise NotFound(f"no key with id {raw}") from None
+    if len(key_id) != 16:
+        raise NotFound(f"no key with id {raw}")
+    await asyncio.to_thread(request.app[ADMIN].keys.delete_key, key_id, via="admin")
+    return web.Response(status=204)
+
+
+async def _show_config(request: web.Request) -> web.Response:
+    return web.json_response(request.app[ADMIN].config.redacted())
+
+
+async def _create_snapshot(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    db = state.served()
+    bundle = state.snapshot_dir / time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime())
+    bundle = bundle.with_name(bundle.name + new_id().hex()[-8:])
+    info = await asyncio.to_thread(db.snapshot, bundle, extra_envs={"keys": state.keys.env})
+    return web.json_response(info.to_json(), status=201)
+
+
+async def _show_snapshots(request: web.Request) -> web.Response:
+    found = await asyncio.to_thread(list_snapshots, request.app[ADMIN].snapshot_dir)
+    return web.json_response({"snapshots": [s.to_json() for s in found]})
+
+
+async def _show_audit(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    db = state.served()
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        raise InvalidArgument("namespace is required", field="namespace")
+    raw_limit = request.query.get("limit", str(DEFAULT_AUDIT_LIMIT))
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_AUDIT_LIMIT:
+        raise InvalidArgument(f"limit must be 1..{MAX_AUDIT_LIMIT}", field="limit")
+    limit = int(raw_limit)
+    records = await asyncio.to_thread(db.audit, namespace, limit)
+    key_changes = await asyncio.to_thread(state.keys.key_audit, namespace, limit)
+    # Two logs, one answer: newest first across both.
+    entries = sorted(records + key_changes, key=lambda e: int(str(e["recorded_at"])), reverse=True)[
+        :limit
+    ]
+    return web.json_response({"entries": [_json_value(e) for e in entries]})
+
+
+async def _explain(request: web.Request) -> web.Response:
+    db = request.app[ADMIN].served()
+    body = await _read_json(request)
+    namespace = body.pop("namespace", None)
+    if not isinstance(namespace, str) or not namespace:
+        raise InvalidArgument("namespace (text) is required", field="namespace")
+    vector = body.get("vector")
+    if vector is not None:
+        # JSON has no bytes: the vector comes as an array of numbers.
+        if not isinstance(vector, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in vector
+        ):
+            raise InvalidArgument("vector must be an array of numbers", field="vector")
+        body["vector"] = struct.pack(f"<{len(vector)}f", *vector)
+    anchor = body.get("entity_anchor")
+    if isinstance(anchor, str):
+        try:
+            body["entity_anchor"] = bytes.fromhex(anchor)
+        except ValueError:
+            raise InvalidArgument("entity_anchor must be hex", field="entity_anchor") from None
+    question = ExplainRequest.from_wire(body)
+    answer = await asyncio.to_thread(db.read, namespace, Opcode.EXPLAIN, question)
+    # spec/06-operations.md §4 answers the Explain object itself: its fields at the top level,
+    # then EXPLAIN's coverage and ranked hits beside them (spec/06-operations.md).
+    wire = answer.to_wire()
+    shown = wire.pop("explain")
+    assert isinstance(shown, dict)
+    return web.json_response(_json_value({**shown, **wire}))
+
+
+async def _show_stats(request: web.Request) -> web.Response:
+    return web.json_response(await asyncio.to_thread(request.app[ADMIN].served().stats))
+
+
+async def _show_wal(request: web.Request) -> web.Response:
+    return web.json_response(await asyncio.to_thread(request.app[ADMIN].served().wal_status))
+
+
+async def _purge(request: web.Request) -> web.Response:
+    return web.json_response({"purged": await asyncio.to_thread(request.app[ADMIN].served().purge)})
+
+
+async def _export(request: web.Request) -> web.StreamResponse:
+    db = request.app[ADMIN].served()
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        raise InvalidArgument("namespace is required", field="namespace")
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    lines = db.export(namespace)
+    while True:
+        # Rows are read in one snapshot on a worker thread, a chunk at a time.
+        chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
+        if chunk:
+            await response.write("".join(json.dumps(line) + "\n" for line in chunk).encode())
+        if len(chunk) < EXPORT_CHUNK_LINES:
+            break
+    await response.write_eof()
+    return response
+
+
+async def _import_batch(request: web.Request) -> web.Response:
+    db = request.app[ADMIN].served()
+    body = await _read_json(request)
+    header, rows = parse_import(body)
+    imported = await asyncio.to_thread(db.import_rows, header, rows)
+    return web.json_response({"imported": imported})
 
 
 def make_admin_app(
     config: Config, keys: KeyStore, database: Database | None = None
 ) -> web.Application:
-    """The admin API; routes arrive with the features they manage."""
-
-    configured_token = config.admin.token
-
-    async def token_ok(presented: str) -> bool:
-        if configured_token:
-            return hmac.compare_digest(presented.encode(), configured_token.encode())
-        return await asyncio.to_thread(keys.check_admin_token, presented)
-
-    @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        header = request.headers.get("Authorization", "")
-        scheme, _, presented = header.partition(" ")
-        if scheme.lower() != "bearer" or not presented or not await token_ok(presented.strip()):
-            return web.json_response(
-                {"error": "UNAUTHENTICATED", "message": "a valid admin bearer token is required"},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="brain-admin"'},
-            )
-        try:
-            return await handler(request)
-        except BrainError as exc:
-            status = _STATUS_BY_ERROR.get(exc.wire_name, 409)
-            return _error(status, exc.wire_name, exc.message, exc.field)
-
-    async def read_json(request: web.Request) -> dict[str, object]:
-        try:
-            body = json.loads(await request.read() or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
-        if not isinstance(body, dict):
-            raise InvalidArgument("body must be a JSON object")
-        return body
-
-    async def create_key(request: web.Request) -> web.Response:
-        body = await read_json(request)
-        unknown = sorted(set(body) - {"namespace", "permissions"})
-        if unknown:
-            raise InvalidArgument(f"unknown key {unknown[0]!r}", field=unknown[0])
-        namespace = body.get("namespace")
-        if not isinstance(namespace, str):
-            raise InvalidArgument("namespace (text) is required", field="namespace")
-        raw_perms = body.get("permissions", ["read", "write"])
-        if not isinstance(raw_perms, list) or not all(isinstance(p, str) for p in raw_perms):
-            raise InvalidArgument("permissions must be a list of text", field="permissions")
-        permissions = parse_permissions(str(p) for p in raw_perms)
-        api_key, record = await asyncio.to_thread(
-            keys.create_key, namespace, permissions, via="admin"
-        )
-        return web.json_response({"api_key": api_key, **record.to_json()}, status=201)
-
-    async def list_keys(_: web.Request) -> web.Response:
-        records = await asyncio.to_thread(keys.list_keys)
-        return web.json_response({"keys": [r.to_json() for r in records]})
-
-    async def delete_key(request: web.Request) -> web.Response:
-        raw = request.match_info["key_id"]
-        try:
-            key_id = bytes.fromhex(raw)
-        except ValueError:
-            raise NotFound(f"no key with id {raw}") from None
-        if len(key_id) != 16:
-            raise NotFound(f"no key with id {raw}")
-        await asyncio.to_thread(keys.delete_key, key_id, via="admin")
-        return web.Response(status=204)
-
-    async def show_config(_: web.Request) -> web.Response:
-        return web.json_response(config.redacted())
-
-    snapshot_dir = config.data_path / SNAPSHOT_DIR
-
-    def served() -> Database:
-        if database is None:
-            raise Unavailable("this route needs the database, which this server does not serve")
-        return database
-
-    async def create_snapshot(_: web.Request) -> web.Response:
-        db = served()
-        bundle = snapshot_dir / time.strftime("%Y%m%dT%H%M%SZ-", time.gmtime())
-        bundle = bundle.with_name(bundle.name + new_id().hex()[-8:])
-        info = await asyncio.to_thread(db.snapshot, bundle, extra_envs={"keys": keys.env})
-        return web.json_response(info.to_json(), status=201)
-
-    async def show_audit(request: web.Request) -> web.Response:
-        db = served()
-        namespace = request.query.get("namespace", "")
-        if not namespace:
-            raise InvalidArgument("namespace is required", field="namespace")
-        raw_limit = request.query.get("limit", str(DEFAULT_AUDIT_LIMIT))
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_AUDIT_LIMIT:
-            raise InvalidArgument(f"limit must be 1..{MAX_AUDIT_LIMIT}", field="limit")
-        limit = int(raw_limit)
-        records = await asyncio.to_thread(db.audit, namespace, limit)
-        key_changes = await asyncio.to_thread(keys.key_audit, namespace, limit)
-        # Two logs, one answer: newest first across both.
-        entries = sorted(
-            records + key_changes, key=lambda e: int(str(e["recorded_at"])), reverse=True
-        )[:limit]
-        return web.json_response({"entries": [_json_value(e) for e in entries]})
-
-    async def explain(request: web.Request) -> web.Response:
-        db = served()
-        body = await read_json(request)
-        namespace = body.pop("namespace", None)
-        if not isinstance(namespace, str) or not namespace:
-            raise InvalidArgument("namespace (text) is required", field="namespace")
-        vector = body.get("vector")
-        if vector is not None:
-            # JSON has no bytes: the vector comes as an array of numbers.
-            if not isinstance(vector, list) or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) for v in vector
-            ):
-                raise InvalidArgument("vector must be an array of numbers", field="vector")
-            body["vector"] = struct.pack(f"<{len(vector)}f", *vector)
-        anchor = body.get("entity_anchor")
-        if isinstance(anchor, str):
-            try:
-                body["entity_anchor"] = bytes.fromhex(anchor)
-            except ValueError:
-                raise InvalidArgument("entity_anchor must be hex", field="entity_anchor") from None
-        question = ExplainRequest.from_wire(body)
-        answer = await asyncio.to_thread(db.read, namespace, Opcode.EXPLAIN, question)
-        # WIRE.md §9 answers the Explain object itself: its fields at the top level,
-        # then EXPLAIN's coverage and ranked hits beside them (spec/06-operations.md).
-        wire = answer.to_wire()
-        shown = wire.pop("explain")
-        assert isinstance(shown, dict)
-        return web.json_response(_json_value({**shown, **wire}))
-
-    async def show_stats(_: web.Request) -> web.Response:
-        return web.json_response(await asyncio.to_thread(served().stats))
-
-    async def show_wal(_: web.Request) -> web.Response:
-        return web.json_response(await asyncio.to_thread(served().wal_status))
-
-    async def purge(_: web.Request) -> web.Response:
-        return web.json_response({"purged": await asyncio.to_thread(served().purge)})
-
-    async def export(request: web.Request) -> web.StreamResponse:
-        db = served()
-        namespace = request.query.get("namespace", "")
-        if not namespace:
-            raise InvalidArgument("namespace is required", field="namespace")
-        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await response.prepare(request)
-        lines = db.export(namespace)
-        while True:
-            # Rows are read in one snapshot on a worker thread, a chunk at a time.
-            chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
-            if chunk:
-                await response.write("".join(json.dumps(line) + "\n" for line in chunk).encode())
-            if len(chunk) < EXPORT_CHUNK_LINES:
-                break
-        await response.write_eof()
-        return response
-
-    async def import_batch(request: web.Request) -> web.Response:
-        db = served()
-        body = await read_json(request)
-        header, rows = parse_import(body)
-        imported = await asyncio.to_thread(db.import_rows, header, rows)
-        return web.json_response({"imported": imported})
-
-    async def show_snapshots(_: web.Request) -> web.Response:
-        found = await asyncio.to_thread(list_snapshots, snapshot_dir)
-        return web.json_response({"snapshots": [s.to_json() for s in found]})
-
-    app = web.Application(middlewares=[guard], client_max_size=ADMIN_MAX_BODY)
-    app.router.add_post("/v1/keys", create_key)
-    app.router.add_get("/v1/keys", list_keys)
-    app.router.add_delete("/v1/keys/{key_id}", delete_key)
-    app.router.add_get("/v1/config", show_config)
-    app.router.add_post("/v1/snapshots", create_snapshot)
-    app.router.add_get("/v1/snapshots", show_snapshots)
-    app.router.add_get("/v1/audit", show_audit)
-    app.router.add_post("/v1/explain", explain)
-    app.router.add_get("/v1/stats", show_stats)
-    app.router.add_get("/v1/wal", show_wal)
-    app.router.add_post("/v1/purge", purge)
-    app.router.add_get("/v1/export", export)
-    app.router.add_post("/v1/import", import_batch)
+    """The admin API over ``keys`` and (for the routes that need it) ``database``."""
+    app = web.Application(middlewares=[_guard], client_max_size=ADMIN_MAX_BODY)
+    app[ADMIN] = AdminState(config, keys, database)
+    app.router.add_post("/v1/keys", _create_key)
+    app.router.add_get("/v1/keys", _list_keys)
+    app.router.add_delete("/v1/keys/{key_id}", _delete_key)
+    app.router.add_get("/v1/config", _show_config)
+    app.router.add_post("/v1/snapshots", _create_snapshot)
+    app.router.add_get("/v1/snapshots", _show_snapshots)
+    app.router.add_get("/v1/audit", _show_audit)
+    app.router.add_post("/v1/explain", _explain)
+    app.router.add_get("/v1/stats", _show_stats)
+    app.router.add_get("/v1/wal", _show_wal)
+    app.router.add_post("/v1/purge", _purge)
+    app.router.add_get("/v1/export", _export)
+    app.router.add_post("/v1/import", _import_batch)
     return app

@@ -1,4 +1,6 @@
-"""API keys and the admin token, stored only as hashes (WIRE.md §4, §10).
+"""API keys and the admin token, stored only as hashes.
+
+Identity and permissions: spec/01-wire.md §4; `brain keys create`: spec/06-operations.md §1.
 
 A key is ``brn_`` followed by the unpadded base64url of 32 random bytes. The
 server keeps its SHA-256, never the key: with 256 bits of entropy a plain hash
@@ -36,11 +38,11 @@ from brain.wire.opcodes import Permission
 
 __all__ = [
     "API_KEY_PREFIX",
+    "NAMESPACE_PATTERN",
     "KeyRecord",
     "KeyStore",
-    "NAMESPACE_PATTERN",
-    "generate_api_key",
     "generate_admin_token",
+    "generate_api_key",
     "parse_permissions",
 ]
 
@@ -55,7 +57,7 @@ KEYS_MAP_SIZE: Final = 64 * 1024 * 1024
 hundreds of thousands of keys and costs nothing until used (LMDB maps lazily)."""
 
 NAMESPACE_PATTERN: Final = re.compile(r"[a-z0-9_.\-]{1,64}")
-"""Namespaces follow the rule for spaces (WIRE.md §4)."""
+"""Namespaces follow the rule for spaces (spec/01-wire.md §4)."""
 
 KEY_CHANGE_SOURCES: Final = ("bootstrap", "admin", "cli")
 """Who may change keys, as a key-audit entry names it."""
@@ -167,14 +169,6 @@ class KeyStore:
         self._env.close()
 
     # --- namespaces and bootstrap ------------------------------------------------------
-
-    def ensure_namespace(self, name: str) -> None:
-        """Create namespace ``name`` if it does not exist."""
-        check_namespace(name)
-        with self._env.begin(write=True) as txn:
-            txn.put(
-                name.encode(), str(time.time_ns()).encode(), db=self._namespaces, overwrite=False
-            )
 
     def namespaces(self) -> list[str]:
         """Every namespace, sorted."""

@@ -6,15 +6,13 @@ servers in one process (tests) never share counters.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from brain.engine.index.lexical import DOCS as LEXICAL_DOCS
-from brain.engine.index.lexical import POSTINGS as LEXICAL_POSTINGS
 from brain.engine.write.writer import MAX_BATCH
 
 if TYPE_CHECKING:
@@ -101,7 +99,8 @@ class ServerMetrics:
 
 
 class _DatabaseCollector(Collector):
-    """Reads the engine's counters when Prometheus scrapes, so nothing is double-kept."""
+    """Reads the engine's figures (one :meth:`Database.statistics` each) when
+    Prometheus scrapes, so nothing is double-kept."""
 
     def __init__(self, database: Database) -> None:
         self._db = database
@@ -109,64 +108,64 @@ class _DatabaseCollector(Collector):
     def collect(
         self,
     ) -> Iterator[GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily]:
-        db = self._db
-        writer, wal = db.writer, db.wal
-        map_size, used = db.store_usage()
+        figures = self._db.statistics()
         counters: list[tuple[str, str, int]] = [
-            ("brain_wal_appends", "WAL records appended by this process.", writer.records_appended),
-            ("brain_wal_fsyncs", "WAL fsyncs (one per group commit).", wal.sync_count),
-            ("brain_wal_bytes", "Bytes written to the WAL by this process.", wal.bytes_written),
-            ("brain_group_commits", "Write batches committed.", writer.batches),
-            ("brain_group_commit_jobs", "Writes committed in batches.", writer.batched_jobs),
+            ("brain_wal_appends", "WAL records appended by this process.", figures.wal_appends),
+            ("brain_wal_fsyncs", "WAL fsyncs (one per group commit).", figures.wal_fsyncs),
+            (
+                "brain_wal_bytes",
+                "Bytes written to the WAL by this process.",
+                figures.wal_bytes_written,
+            ),
+            ("brain_group_commits", "Write batches committed.", figures.group_commits),
+            ("brain_group_commit_jobs", "Writes committed in batches.", figures.group_commit_jobs),
             (
                 "brain_storage_faults",
                 "Storage faults (failed fsync or commit) that turned the server read-only.",
-                writer.storage_faults,
+                figures.storage_faults,
             ),
+            ("brain_recalls", "RECALL and EXPLAIN requests served.", figures.recalls),
+            ("brain_recalls_abstained", "Recalls that found nothing.", figures.recalls_abstained),
+            ("brain_purges", "Purges of forgotten content run.", figures.purges),
+            ("brain_index_embedded", "Documents the indexer embedded.", figures.index_embedded),
         ]
         gauges: list[tuple[str, str, int]] = [
-            ("brain_wal_last_lsn", "LSN of the last WAL record.", wal.last_lsn),
-            ("brain_group_commit_last_size", "Writes in the last batch.", writer.last_batch_size),
-            ("brain_applied_lsn", "Last LSN applied to the store.", writer.applied_lsn),
-            ("brain_durable_lsn", "Last LSN made durable in the store.", writer.durable_lsn),
+            ("brain_wal_last_lsn", "LSN of the last WAL record.", figures.wal_last_lsn),
+            (
+                "brain_group_commit_last_size",
+                "Writes in the last batch.",
+                figures.group_commit_last_size,
+            ),
+            ("brain_applied_lsn", "Last LSN applied to the store.", figures.applied_lsn),
+            ("brain_durable_lsn", "Last LSN made durable in the store.", figures.durable_lsn),
             (
                 "brain_read_only",
                 "1 while writes are refused after a storage fault.",
-                1 if writer.read_only else 0,
+                0 if figures.read_only is None else 1,
             ),
-            ("brain_lmdb_map_bytes", "LMDB map size.", map_size),
-            ("brain_lmdb_used_bytes", "LMDB bytes in use.", used),
-        ]
-        retrieval = db.retrieval
-        stats = retrieval.stats
-        counters += [
-            ("brain_recalls", "RECALL and EXPLAIN requests served.", stats.recalls),
-            ("brain_recalls_abstained", "Recalls that found nothing.", stats.abstained),
-            ("brain_purges", "Purges of forgotten content run.", db.purges),
-            ("brain_index_embedded", "Documents the indexer embedded.", retrieval.indexer.embedded),
-        ]
-        gauges += [
+            ("brain_lmdb_map_bytes", "LMDB map size.", figures.lmdb_map_bytes),
+            ("brain_lmdb_used_bytes", "LMDB bytes in use.", figures.lmdb_used_bytes),
             (
                 "brain_indexed_lsn",
                 "Every document up to this LSN is searchable.",
-                retrieval.indexer.indexed_lsn,
+                figures.indexed_lsn,
             ),
-            ("brain_index_vectors", "Vectors in the HNSW indexes.", retrieval.indexes.total()),
-            ("brain_embed_backlog", "Documents waiting for the indexer.", db.embed_backlog()),
+            ("brain_index_vectors", "Vectors in the HNSW indexes.", figures.index_vectors),
+            ("brain_embed_backlog", "Documents waiting for the indexer.", figures.embed_backlog),
             (
                 "brain_purge_pending",
                 "Documents forgotten since the last purge.",
-                db.purge_pending(),
+                figures.purge_pending,
             ),
             (
                 "brain_lexical_documents",
                 "Documents in the lexical index of every scope.",
-                db.table_entries(LEXICAL_DOCS),
+                figures.lexical_documents,
             ),
             (
                 "brain_lexical_postings",
                 "Postings (term, document) in the lexical index of every scope.",
-                db.table_entries(LEXICAL_POSTINGS),
+                figures.lexical_postings,
             ),
         ]
         for name, text, value in counters:
@@ -176,15 +175,14 @@ class _DatabaseCollector(Collector):
         candidates = CounterMetricFamily(
             "brain_recall_candidates", "Candidates each arm contributed to recalls.", labels=["arm"]
         )
-        for arm, count in sorted(stats.candidates.items()):
+        for arm, count in figures.recall_candidates:
             candidates.add_metric([arm], count)
         yield candidates
-        yield _batch_sizes(list(writer.batch_sizes))
+        yield _batch_sizes(figures.group_commit_sizes)
 
 
-def _batch_sizes(by_size: list[int]) -> HistogramMetricFamily:
-    """The group-commit size histogram from ``by_size[n]``, the batches of n writes
-    (one copy, so that buckets, count and sum agree)."""
+def _batch_sizes(by_size: Sequence[int]) -> HistogramMetricFamily:
+    """The group-commit size histogram from ``by_size[n]``, the batches of n writes."""
     buckets: list[tuple[str, float]] = []
     for bound in BATCH_SIZE_BUCKETS:
         buckets.append((f"{float(bound)}", sum(by_size[: bound + 1])))

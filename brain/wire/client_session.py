@@ -1,4 +1,4 @@
-"""The client side of one connection, as a state machine with no I/O (WIRE.md §3).
+"""The client side of one connection, as a state machine with no I/O (spec/01-wire.md §3).
 
 The mirror of :mod:`brain.wire.session`. Methods that send return the bytes to
 write; :meth:`ClientSession.receive_data` takes the bytes the server sent and
@@ -274,7 +274,7 @@ class ClientSession:
         return Reply(sid, stream.opcode, eos, message=message)
 
     def _after_error(self, stream: _Stream | None, error: BrainError) -> None:
-        # WIRE.md §1, §3: the server closes after a connection fault (sent on the
+        # spec/01-wire.md §1, §3: the server closes after a connection fault (sent on the
         # stream of the request that caused it, or on 0) and after a failed AUTH.
         if isinstance(error, ConnectionFault):
             self._closed_reason = f"the server closed the connection: {error.message}"

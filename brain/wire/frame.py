@@ -1,4 +1,4 @@
-"""Frames: the fixed 32-byte header of WIRE.md §1 and an incremental reader.
+"""Frames: the fixed 32-byte header of spec/01-wire.md §1 and an incremental reader.
 
 No I/O here: :class:`FrameReader` takes whatever bytes arrived and hands back
 the whole frames they complete. It validates a header the moment its 32 bytes
@@ -17,14 +17,14 @@ import crc32c
 from brain.errors import BadFrame, FrameTooLarge
 
 __all__ = [
+    "DEFAULT_MAX_FRAME",
     "FLAG_EOS",
-    "Frame",
-    "FrameReader",
     "HEADER_SIZE",
     "MAGIC",
     "MAX_FRAME_CEILING",
-    "DEFAULT_MAX_FRAME",
     "PROTOCOL_VERSION",
+    "Frame",
+    "FrameReader",
     "encode_frame",
     "parse_header",
 ]
@@ -39,7 +39,7 @@ MAX_FRAME_CEILING: Final = (1 << 24) - 1
 """The payload length field is 24 bits wide; no configuration can exceed it."""
 
 DEFAULT_MAX_FRAME: Final = MAX_FRAME_CEILING
-"""Default negotiated payload limit, 16 MiB - 1 (WIRE.md §1)."""
+"""Default negotiated payload limit, 16 MiB - 1 (spec/01-wire.md §1)."""
 
 MAX_STREAM_ID: Final = (1 << 32) - 1
 

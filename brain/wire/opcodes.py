@@ -1,4 +1,4 @@
-"""The opcode table of WIRE.md §7: numbers, names and the permission each needs.
+"""The opcode table of spec/01-wire.md §6: numbers, names and the permission each needs.
 
 ``protocol/protocol.json`` holds the same table in machine-readable form for
 other languages; a test fails when the two differ.
@@ -12,23 +12,23 @@ from typing import Final
 __all__ = [
     "CONTROL_OPCODES",
     "ERROR_OPCODE",
-    "Opcode",
     "PERMISSIONS",
-    "Permission",
     "RESPONSE_BIT",
+    "Opcode",
+    "Permission",
     "is_response",
     "required_permission",
     "response_opcode",
 ]
 
 RESPONSE_BIT: Final = 0x0080
-"""A response's opcode is its request's with this bit set (WIRE.md §1)."""
+"""A response's opcode is its request's with this bit set (spec/01-wire.md §1)."""
 
 ERROR_OPCODE: Final = 0x00FF
 
 
 class Permission(enum.StrEnum):
-    """What an API key may do (WIRE.md §4)."""
+    """What an API key may do (spec/01-wire.md §4)."""
 
     READ = "read"
     WRITE = "write"

@@ -1,6 +1,6 @@
 """Which message classes travel with which opcode.
 
-:data:`MESSAGES` maps every request opcode of WIRE.md §7 to its request class
+:data:`MESSAGES` maps every request opcode of spec/01-wire.md §6 to its request class
 and its response class. The session decodes requests with it; clients decode
 responses with it; golden vectors and the protocol schema are generated from it.
 SUBSCRIBE's response class is the class of each frame of its open answer stream;

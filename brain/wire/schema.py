@@ -11,11 +11,11 @@ can exist, whoever made it.
 Wire keys are the field names, except that a trailing underscore is dropped
 (``from_`` travels as ``from``), which keeps Python keywords and builtins out
 of the way. Optional fields default to ``None`` and are omitted on the wire;
-``null`` on the wire reads as absent (WIRE.md §2).
+``null`` on the wire reads as absent (spec/01-wire.md §2).
 
 A union of message classes is decoded by its discriminating key: each member
 must have exactly one required field, and its key picks the member (the
-``{"entity": id}`` / ``{"name": …}`` shapes of WIRE.md §8).
+``{"entity": id}`` / ``{"name": …}`` shapes of spec/01-wire.md §9).
 """
 
 from __future__ import annotations
@@ -553,23 +553,7 @@ def _describe_hint(hint: object) -> str:
         base, *meta = typing.get_args(hint)
         text = _describe_hint(base)
         for item in meta:
-            if isinstance(item, Len):
-                upper = "" if item.max is None else str(item.max)
-                text += f"({item.min})" if item.min == item.max else f"({item.min}..{upper})"
-            elif isinstance(item, Range):
-                low = "" if item.min is None else f"{item.min:g}"
-                high = "" if item.max is None else f"{item.max:g}"
-                if isinstance(item.min, int) and isinstance(item.max, int):
-                    low, high = str(item.min), str(item.max)
-                text += f"[{low}..{high}]"
-            elif isinstance(item, Choice):
-                text = "enum(" + "|".join(item.values) + ")"
-            elif isinstance(item, TextPattern):
-                text += f" /{item.regex}/"
-            elif isinstance(item, Finite):
-                text += " finite"
-            elif isinstance(item, Label):
-                text += " label"
+            text = _describe_constraint(text, item)
         return text
     if hint is object:
         return "any"
@@ -585,3 +569,26 @@ def _describe_hint(hint: object) -> str:
     if isinstance(hint, type):
         return hint.__name__
     return repr(hint)
+
+
+def _describe_constraint(text: str, item: object) -> str:
+    """``text``, the description of a type, with the constraint ``item`` added to it;
+    annotation metadata that is no constraint leaves it as it was."""
+    if isinstance(item, Len):
+        upper = "" if item.max is None else str(item.max)
+        return text + (f"({item.min})" if item.min == item.max else f"({item.min}..{upper})")
+    if isinstance(item, Range):
+        low = "" if item.min is None else f"{item.min:g}"
+        high = "" if item.max is None else f"{item.max:g}"
+        if isinstance(item.min, int) and isinstance(item.max, int):
+            low, high = str(item.min), str(item.max)
+        return text + f"[{low}..{high}]"
+    if isinstance(item, Choice):
+        return "enum(" + "|".join(item.values) + ")"
+    if isinstance(item, TextPattern):
+        return text + f" /{item.regex}/"
+    if isinstance(item, Finite):
+        return text + " finite"
+    if isinstance(item, Label):
+        return text + " label"
+    return text

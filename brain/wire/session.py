@@ -1,4 +1,4 @@
-"""The server side of one connection, as a state machine with no I/O (WIRE.md §3).
+"""The server side of one connection, as a state machine with no I/O (spec/01-wire.md §3).
 
 Feed it the bytes a socket produced with :meth:`ServerSession.receive_data`; it
 answers with a list of events. :class:`Outgoing` carries bytes to write,
@@ -71,14 +71,14 @@ from brain.wire.registry import request_class
 from brain.wire.schema import Message
 
 __all__ = [
+    "DEFAULT_MAX_STREAMS",
+    "PRE_AUTH_MAX_FRAME",
     "AuthRequested",
     "ByeRequested",
     "CancelRequested",
     "CloseConnection",
-    "DEFAULT_MAX_STREAMS",
     "Event",
     "Outgoing",
-    "PRE_AUTH_MAX_FRAME",
     "Principal",
     "RequestReceived",
     "ServerSession",
@@ -98,7 +98,7 @@ DEFAULT_MAX_STREAMS: Final = 256
 bound on the tasks and buffered answers one client can make the server hold."""
 
 HANDSHAKE_TIMEOUT_S: Final = 10.0
-"""HELLO and AUTH must both be done within this many seconds (WIRE.md §3)."""
+"""HELLO and AUTH must both be done within this many seconds (spec/01-wire.md §3)."""
 
 
 class SessionState(enum.Enum):
@@ -259,44 +259,66 @@ class ServerSession:
 
     def _handle(self, frame: Frame) -> list[Event]:
         sid = frame.stream_id
-        try:
-            self._label = Opcode(frame.opcode).name
-        except ValueError:
-            self._label = "UNKNOWN"
-        if is_response(frame.opcode):
-            return self._error(sid, BadOpcode(f"opcode {frame.opcode:#06x} is a response opcode"))
-        try:
-            opcode = Opcode(frame.opcode)
-        except ValueError:
-            return self._error(sid, BadOpcode(f"unknown opcode {frame.opcode:#06x}"))
-        if sid == 0:
-            if opcode not in CONTROL_OPCODES:
-                return self._error(sid, BadStream(f"{opcode.name} needs an odd stream id, not 0"))
-        elif sid % 2 == 0:
-            return self._error(sid, BadStream(f"stream id {sid} is even; requests use odd ids"))
-        elif sid in self._in_flight:
-            return self._error(sid, BadStream(f"stream id {sid} is still in use"))
+        opcode = self._request_opcode(frame.opcode)
+        if not isinstance(opcode, Opcode):
+            return self._error(sid, opcode)
+        misrouted = self._stream_refusal(sid, opcode)
+        if misrouted is not None:
+            return self._error(sid, misrouted)
+        # PING and HELLO are answered in every state; the rest wait for the handshake.
         if opcode is Opcode.PING:
             return self._ping(sid, frame.payload)
         if opcode is Opcode.HELLO:
             return self._hello(sid, frame.payload)
-        if self.state is SessionState.AWAITING_HELLO:
-            return self._error(sid, Unauthenticated("send HELLO, then AUTH, before any request"))
+        refused = self._state_refusal(opcode)
+        if refused is not None:
+            return self._error(sid, refused)
         if opcode is Opcode.AUTH:
             return self._auth(sid, frame.payload)
-        if self.state in (SessionState.AWAITING_AUTH, SessionState.AUTHENTICATING):
-            return self._error(sid, Unauthenticated("authenticate with AUTH first"))
-        if self.state is SessionState.CLOSING:
-            return self._error(sid, Unavailable("the connection is closing after BYE"))
         if opcode is Opcode.BYE:
             return self._bye(sid, frame.payload)
         if opcode is Opcode.CANCEL_STREAM:
-            decoded = self._decode(sid, opcode, frame.payload)
-            if isinstance(decoded, list):
-                return decoded
-            assert isinstance(decoded, CancelStream)
-            return [CancelRequested(sid, decoded.stream)]
+            return self._cancel(sid, frame.payload)
         return self._data_request(sid, opcode, frame.payload)
+
+    def _request_opcode(self, raw: int) -> Opcode | BadOpcode:
+        """The request opcode ``raw`` names, or why a client may not send it; the
+        answers that follow are counted under its name."""
+        try:
+            opcode: Opcode | None = Opcode(raw)
+        except ValueError:
+            opcode = None
+        self._label = "UNKNOWN" if opcode is None else opcode.name
+        if is_response(raw):
+            return BadOpcode(f"opcode {raw:#06x} is a response opcode")
+        if opcode is None:
+            return BadOpcode(f"unknown opcode {raw:#06x}")
+        return opcode
+
+    def _stream_refusal(self, sid: int, opcode: Opcode) -> BadStream | None:
+        """Why ``opcode`` may not arrive on stream ``sid``, or None: control
+        requests may use stream 0, the rest a fresh odd id."""
+        if sid == 0:
+            if opcode not in CONTROL_OPCODES:
+                return BadStream(f"{opcode.name} needs an odd stream id, not 0")
+        elif sid % 2 == 0:
+            return BadStream(f"stream id {sid} is even; requests use odd ids")
+        elif sid in self._in_flight:
+            return BadStream(f"stream id {sid} is still in use")
+        return None
+
+    def _state_refusal(self, opcode: Opcode) -> BrainError | None:
+        """Why ``opcode`` (neither PING nor HELLO) may not be sent yet or any more,
+        or None: AUTH needs HELLO first, the rest a finished AUTH and no BYE."""
+        if self.state is SessionState.AWAITING_HELLO:
+            return Unauthenticated("send HELLO, then AUTH, before any request")
+        if opcode is Opcode.AUTH:
+            return None
+        if self.state in (SessionState.AWAITING_AUTH, SessionState.AUTHENTICATING):
+            return Unauthenticated("authenticate with AUTH first")
+        if self.state is SessionState.CLOSING:
+            return Unavailable("the connection is closing after BYE")
+        return None
 
     def _decode(self, sid: int, opcode: Opcode, payload: bytes) -> Message | list[Event]:
         try:
@@ -367,6 +389,13 @@ class ServerSession:
         self._bye_stream = sid
         return [ByeRequested(sid), *self._maybe_finish_bye()]
 
+    def _cancel(self, sid: int, payload: bytes) -> list[Event]:
+        decoded = self._decode(sid, Opcode.CANCEL_STREAM, payload)
+        if isinstance(decoded, list):
+            return decoded
+        assert isinstance(decoded, CancelStream)
+        return [CancelRequested(sid, decoded.stream)]
+
     def _data_request(self, sid: int, opcode: Opcode, payload: bytes) -> list[Event]:
         if len(self._in_flight) >= self.max_streams:
             return self._error(
@@ -403,7 +432,7 @@ class ServerSession:
         return [Outgoing(self._frame(Opcode.AUTH, stream_id, ok))]
 
     def auth_failed(self, stream_id: int, error: BrainError) -> list[Event]:
-        """The key was wrong: answer with ``error`` and close (WIRE.md §3)."""
+        """The key was wrong: answer with ``error`` and close (spec/01-wire.md §3)."""
         if self.state is not SessionState.AUTHENTICATING:
             return []
         self._label = Opcode.AUTH.name

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any, Final
 
-__all__ = ["ANSWER_TIMEOUT_S", "Adapter", "AdapterFailure", "STARTUP_TIMEOUT_S", "STOP_TIMEOUT_S"]
+__all__ = ["ANSWER_TIMEOUT_S", "STARTUP_TIMEOUT_S", "STOP_TIMEOUT_S", "Adapter", "AdapterFailure"]
 
 ANSWER_TIMEOUT_S: Final = 10.0
 """Longest wait for one answer; an adapter answers in milliseconds, so this only catches a hang."""

@@ -43,43 +43,15 @@ def compare(expected: object, actual: object, path: str = "") -> list[str]:
     where = path or "payload"
     expected_float = _float_of(expected)
     if expected_float is not None:
-        got = _float_of(actual)
-        if got is not None and _same_float(expected_float, got):
-            return []
-        if (
-            type(actual) is int
-            and math.isfinite(expected_float)
-            and expected_float.is_integer()
-            and actual == expected_float
-            and math.copysign(1.0, expected_float) > 0
-        ):
+        if _float_matches(expected_float, actual):
             return []
         return [f"{where}: expected float {show(expected)}, got {show(actual)}"]
     if isinstance(expected, dict) and isinstance(actual, dict):
-        special = {"$bytes", "$int"}
-        if set(expected) & special or set(actual) & special:
-            if set(expected) == {"$bytes"} and set(actual) == {"$bytes"}:
-                same = str(expected["$bytes"]).lower() == str(actual["$bytes"]).lower()
-            else:
-                same = expected == actual
-            return [] if same else [f"{where}: expected {show(expected)}, got {show(actual)}"]
-        problems: list[str] = []
-        for key in expected:
-            sub = f"{path}.{key}" if path else key
-            if key not in actual:
-                problems.append(f"{sub}: missing")
-            else:
-                problems.extend(compare(expected[key], actual[key], sub))
-        problems.extend(
-            f"{path}.{key}: unexpected key" if path else f"{key}: unexpected key"
-            for key in actual
-            if key not in expected
-        )
-        return problems
+        return _compare_maps(expected, actual, path)
     if isinstance(expected, list) and isinstance(actual, list):
         if len(expected) != len(actual):
             return [f"{where}: expected {len(expected)} items, got {len(actual)}"]
-        problems = []
+        problems: list[str] = []
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             problems.extend(compare(e, a, f"{path}[{i}]"))
         return problems
@@ -87,3 +59,44 @@ def compare(expected: object, actual: object, path: str = "") -> list[str]:
     if type(expected) is not type(actual) or expected != actual:
         return [f"{where}: expected {show(expected)}, got {show(actual)}"]
     return []
+
+
+def _float_matches(expected: float, actual: object) -> bool:
+    """True when ``actual`` mirrors the float ``expected``: the same float, or the
+    same integral, positive-signed value as a JSON integer (see :func:`compare`)."""
+    got = _float_of(actual)
+    if got is not None and _same_float(expected, got):
+        return True
+    return (
+        type(actual) is int
+        and math.isfinite(expected)
+        and expected.is_integer()
+        and actual == expected
+        and math.copysign(1.0, expected) > 0
+    )
+
+
+def _compare_maps(expected: dict[str, object], actual: dict[str, object], path: str) -> list[str]:
+    """Differences between two mirrored maps at ``path``: a ``$bytes`` or ``$int``
+    mirror compared whole (hex in either case), any other map key by key."""
+    special = {"$bytes", "$int"}
+    if set(expected) & special or set(actual) & special:
+        if set(expected) == {"$bytes"} and set(actual) == {"$bytes"}:
+            same = str(expected["$bytes"]).lower() == str(actual["$bytes"]).lower()
+        else:
+            same = expected == actual
+        where = path or "payload"
+        return [] if same else [f"{where}: expected {show(expected)}, got {show(actual)}"]
+    problems: list[str] = []
+    for key, value in expected.items():
+        sub = f"{path}.{key}" if path else key
+        if key not in actual:
+            problems.append(f"{sub}: missing")
+        else:
+            problems.extend(compare(value, actual[key], sub))
+    problems.extend(
+        f"{path}.{key}: unexpected key" if path else f"{key}: unexpected key"
+        for key in actual
+        if key not in expected
+    )
+    return problems

@@ -1,4 +1,4 @@
-"""CRC32C and frame building for the conformance runner, written out from WIRE.md §1.
+"""CRC32C and frame building for the conformance runner, written out from spec/01-wire.md §1.
 
 Standard library only, sharing no code with any implementation under test, so
 that every frame the runner sends or expects is the contract's, not a codec's.

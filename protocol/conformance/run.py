@@ -62,10 +62,10 @@ FOLLOWER_PREFIX: Final = 17
 """Bytes of a next frame sent after a vector: a partial header the reader must keep."""
 
 MAX_TEXT_BYTES: Final = 1024 * 1024
-"""The text limit of WIRE.md §2, exceeded by one generated bad payload."""
+"""The text limit of spec/01-wire.md §2, exceeded by one generated bad payload."""
 
 MAX_ARRAY_LENGTH: Final = 100_000
-"""The array limit of WIRE.md §2, exceeded by one generated bad payload."""
+"""The array limit of spec/01-wire.md §2, exceeded by one generated bad payload."""
 
 
 def _decode(chunks: list[bytes], max_frame: int | None = None) -> dict[str, object]:
@@ -136,7 +136,7 @@ def golden_cases(
 def _broken_frames(
     name: str, opcode: int, stream_id: int, payload: bytes, eos: bool
 ) -> Iterator[Case]:
-    """The frame with one header rule broken at a time (WIRE.md §1)."""
+    """The frame with one header rule broken at a time (spec/01-wire.md §1)."""
     good = header_of(opcode, stream_id, payload, eos=eos)
     packed = good.pack()
     bad_crc = int.from_bytes(packed[8:12], "big") ^ 0x00000001

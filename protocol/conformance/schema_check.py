@@ -330,33 +330,49 @@ class Checker:
             if not isinstance(value, bool):
                 raise SchemaViolation(path, f"must be a bool, got {_describe(value)}")
         elif base == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise SchemaViolation(path, f"must be an integer, got {_describe(value)}")
-            self.bounds(kind, value, path)
+            self.integer(kind, value, path)
         elif base == "float":
             self.float_value(kind, value, path)
         elif base in ("text", "enum"):
             self.text(kind, value, path)
         elif base == "bytes":
-            if not isinstance(value, bytes):
-                raise SchemaViolation(path, f"must be a byte string, got {_describe(value)}")
-            self.length(kind, len(value), "bytes", path)
+            self.byte_string(kind, value, path)
         elif base == "map":
-            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-                raise SchemaViolation(path, f"must be a map with text keys, got {_describe(value)}")
+            self.text_keyed_map(value, path)
         elif base == "array":
-            if not isinstance(value, list | tuple):
-                raise SchemaViolation(path, f"must be an array, got {_describe(value)}")
-            assert kind.item is not None
-            for i, item in enumerate(value):
-                self.value(kind.item, item, f"{path}[{i}]")
-            self.length(kind, len(value), "items", path)
+            self.array(kind, value, path)
         elif base == "shape":
             self.shape(kind.names[0], value, path)
         elif base == "union":
             self.union(kind, value, path)
         else:  # pragma: no cover - parse_type admits no other base
             raise NotationError(f"no rule for {base}")
+
+    def integer(self, kind: Type, value: object, path: str) -> None:
+        """Check an ``int`` value: an integer (not a bool) within the bounds."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaViolation(path, f"must be an integer, got {_describe(value)}")
+        self.bounds(kind, value, path)
+
+    def byte_string(self, kind: Type, value: object, path: str) -> None:
+        """Check a ``bytes`` value: a byte string of an allowed length."""
+        if not isinstance(value, bytes):
+            raise SchemaViolation(path, f"must be a byte string, got {_describe(value)}")
+        self.length(kind, len(value), "bytes", path)
+
+    def text_keyed_map(self, value: object, path: str) -> None:
+        """Check a ``map`` value: any map whose keys are all text."""
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise SchemaViolation(path, f"must be a map with text keys, got {_describe(value)}")
+
+    def array(self, kind: Type, value: object, path: str) -> None:
+        """Check an array value: each item against the item type, then the length."""
+        if not isinstance(value, list | tuple):
+            raise SchemaViolation(path, f"must be an array, got {_describe(value)}")
+        assert kind.item is not None
+        for i, item in enumerate(value):
+            self.value(kind.item, item, f"{path}[{i}]")
+        self.length(kind, len(value), "items", path)
 
     def float_value(self, kind: Type, value: object, path: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):

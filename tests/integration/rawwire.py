@@ -1,4 +1,4 @@
-"""A minimal wire client written from WIRE.md alone, sharing no code with brain/.
+"""A minimal wire client written from spec/01-wire.md alone, sharing no code with brain/.
 
 It frames with ``crc32c`` and encodes payloads with ``cbor2``, so the server is
 checked against the contract rather than against its own codec.
@@ -19,7 +19,7 @@ EOS: Final = 0x80
 
 
 def frame(opcode: int, stream_id: int, payload: bytes, *, flags: int = 0) -> bytes:
-    """One frame exactly as WIRE.md §1 lays it out."""
+    """One frame exactly as spec/01-wire.md §1 lays it out."""
     payload_crc = crc32c.crc32c(payload) if payload else 0
     head = b"BRN0" + bytes([1]) + struct.pack(">H", opcode) + bytes([flags])
     tail = (

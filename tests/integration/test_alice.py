@@ -1,4 +1,4 @@
-"""The example of SEMANTICS.md §2, over the wire against a real server.
+"""The example of spec/03-time.md §1, over the wire against a real server.
 
 In May we learn that Alice changed jobs in February. The four questions of the
 example, asked through STATEMENT_LIST, and the chain through STATEMENT_HISTORY.

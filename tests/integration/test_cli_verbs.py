@@ -3,7 +3,7 @@
 Each verb runs as its own process (``python -m brain …``), finds the server
 through ``BRAIN_PORT`` and its key in the data directory's ``credentials.toml``
 (``BRAIN_DATA``), and is read back through ``--json``. The Alice example of
-SEMANTICS.md §2 goes end to end; then memories, recall, entities, relations,
+spec/03-time.md §1 goes end to end; then memories, recall, entities, relations,
 reviews, the change feed, a transaction file, and the exit codes and messages
 of the failures people meet first.
 """

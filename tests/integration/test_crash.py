@@ -1,4 +1,4 @@
-"""Crash safety of a real server process (DURABILITY.md §6, tests 2, 3, 5 and 6).
+"""Crash safety of a real server process (spec/05-durability.md §11, tests 2, 3, 5 and 6).
 
 ``BRAIN_KILL_ROUNDS`` sets how many ``kill -9`` rounds the load test runs
 (default 50, the CI figure; the chaos run uses thousands).
@@ -24,6 +24,7 @@ from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGe
 from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
+from tests.request_ids import request_id
 
 KILL_ROUNDS = int(os.environ.get("BRAIN_KILL_ROUNDS", "50"))
 WRITERS = 4
@@ -31,7 +32,8 @@ WRITERS = 4
 
 
 def _request_id(round_no: int, writer: int, seq: int) -> bytes:
-    return round_no.to_bytes(6, "big") + writer.to_bytes(2, "big") + seq.to_bytes(8, "big")
+    """Write ``seq`` of ``writer`` in round ``round_no``: 6, 2 and 8 bytes of the id."""
+    return request_id(round_no << 80 | writer << 64 | seq)
 
 
 def _text(request_id: bytes) -> str:

@@ -106,7 +106,7 @@ ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/export?namespace=default"),
     ("POST", "/v1/import"),
 )
-"""Every route of WIRE.md §9's admin port."""
+"""Every route of spec/06-operations.md §4's admin port."""
 
 
 def test_admin_needs_the_token(server: ServerProcess) -> None:
@@ -326,7 +326,7 @@ def test_admin_stats_wal_and_purge(server: ServerProcess) -> None:
 
 
 def test_every_documented_metric_is_emitted(server: ServerProcess) -> None:
-    """The reverse of tests/unit/test_docs.py: a metric the spec names must exist."""
+    """The reverse of tests/unit/repository/test_docs.py: a metric the spec names must exist."""
     import os
     import re
 

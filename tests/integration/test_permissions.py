@@ -1,4 +1,4 @@
-"""Permissions per opcode over the wire (WIRE.md §4): a key may do what its
+"""Permissions per opcode over the wire (spec/01-wire.md §4): a key may do what its
 permissions allow and nothing more, and a revoked key cannot connect.
 
 Each request is the opcode's golden example (``protocol/examples.py``), so every

@@ -1,6 +1,6 @@
 """RECALL and EXPLAIN over the wire against a real server with the real model.
 
-Each row of the as-of truth table of SEMANTICS.md §6 is asked through RECALL;
+Each row of the as-of truth table of spec/03-time.md §7 is asked through RECALL;
 EXPLAIN counts a case where every step removes something; the admin port's
 ``POST /v1/explain`` answers the same Explain object; and a server killed with ``kill -9``
 answers the same recalls after its restart, its indexes recovered.
@@ -181,7 +181,8 @@ def test_explain_counts_every_step_over_the_wire(server: ServerProcess) -> None:
     }
     status, shown = _admin(server, "/v1/explain", body)
     assert status == 200
-    # The Explain object itself (WIRE.md §9), with EXPLAIN's coverage and hits beside it.
+    # The Explain object itself (spec/06-operations.md §4), with EXPLAIN's coverage and hits
+    # beside it.
     assert sorted(shown) == [
         "coverage",
         "hits",

@@ -9,7 +9,7 @@ space, so they share the server without seeing each other.
 
 The sweep then sends every write opcode that carries a ``request_id`` twice
 (FORGET in both modes), from two connections: the answers must be the same
-bytes, and the server's applied LSN must not move on the retry (WIRE.md §5).
+bytes, and the server's applied LSN must not move on the retry (spec/01-wire.md §4).
 The LSN is read from ``/metrics`` on the public port once the indexer has
 caught up, because the indexer logs writes of its own after a write that
 leaves text to embed.
@@ -18,7 +18,6 @@ leaves text to embed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import time
@@ -113,6 +112,7 @@ from brain.wire.registry import request_class
 from brain.wire.schema import Message, field_keys
 from tests.integration.conftest import ServerProcess, start_server
 from tests.integration.rawwire import HEADER, RawClient
+from tests.request_ids import fresh_request_id as rid
 
 SETTLE_TIMEOUT_S: Final = 60.0
 """Longest wait for the indexer to catch up before an LSN is read: generous,
@@ -140,10 +140,6 @@ def client(server: ServerProcess) -> Iterator[Client]:
         server.host, server.wire_port, api_key=server.credentials["api_key"]
     ) as connected:
         yield connected
-
-
-def rid() -> bytes:
-    return os.urandom(16)
 
 
 def ask(client: Client, opcode: Opcode, message: Message, answer: type[M]) -> M:

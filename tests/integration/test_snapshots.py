@@ -1,4 +1,4 @@
-"""Snapshots and restore (DURABILITY.md §5 and §6 test 8)."""
+"""Snapshots and restore (spec/05-durability.md §13 and §11 test 8)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,7 @@ from brain.errors import InvalidArgument, NotFound, StorageFault
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
-
-
-def rid(n: int) -> bytes:
-    return n.to_bytes(16, "big")
+from tests.request_ids import request_id as rid
 
 
 def write(db: Database, n: int) -> EncodeOk:

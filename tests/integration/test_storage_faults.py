@@ -1,7 +1,7 @@
 """An fsync failure (EIO, or ENOSPC: a full disk) inside a running server:
 read-only, 503, nothing acknowledged lost.
 
-DURABILITY.md §6 test 7. The fault is injected through the database's fsync
+spec/05-durability.md §11 test 7. The fault is injected through the database's fsync
 hook, so the server runs in this process; clients still speak real sockets.
 """
 

@@ -42,50 +42,52 @@ def _connect(server: ServerProcess) -> Client:
     return Client.connect(server.host, server.wire_port, api_key=server.credentials["api_key"])
 
 
-def test_follower_sees_exactly_the_writers_sequence(server: ServerProcess) -> None:
-    acked: list[tuple[int, str, bytes]] = []
-    early_done = threading.Event()
-    writer_done = threading.Event()
+def _write_feed(
+    server: ServerProcess,
+    acked: list[tuple[int, str, bytes]],
+    early_done: threading.Event,
+    writer_done: threading.Event,
+) -> None:
+    """Make :data:`WRITES` writes to space ``feed``, memories and statements, and a
+    few to other spaces; note each one's (LSN, record kind, id) in ``acked``. Sets
+    ``early_done`` after the first 21 and ``writer_done`` after all."""
+    with _connect(server) as client:
+        for i in range(WRITES):
+            if i % 3 == 2:
+                made = client.call(
+                    Opcode.STATEMENT_CREATE,
+                    StatementCreate(
+                        request_id=os.urandom(16),
+                        space="feed",
+                        kind="fact",
+                        subject=NameRef(name=f"Person {i % 7}"),
+                        predicate="noted",
+                        object_=TextValue(text=f"fact {i}"),
+                    ),
+                )
+                assert isinstance(made, StatementCreateOk)
+                acked.append((made.lsn, "statement", made.statement_id))
+            else:
+                memory = client.call(
+                    Opcode.ENCODE,
+                    Encode(request_id=os.urandom(16), text=f"note {i}", space="feed"),
+                )
+                assert isinstance(memory, EncodeOk)
+                acked.append((memory.lsn, "memory", memory.memory_id))
+            # Other spaces write too: the follower must see none of it.
+            if i % 10 == 0:
+                client.call(Opcode.ENCODE, Encode(request_id=os.urandom(16), text=f"x {i}"))
+            if i == 20:
+                early_done.set()
+    writer_done.set()
 
-    def write() -> None:
-        with _connect(server) as client:
-            for i in range(WRITES):
-                if i % 3 == 2:
-                    made = client.call(
-                        Opcode.STATEMENT_CREATE,
-                        StatementCreate(
-                            request_id=os.urandom(16),
-                            space="feed",
-                            kind="fact",
-                            subject=NameRef(name=f"Person {i % 7}"),
-                            predicate="noted",
-                            object_=TextValue(text=f"fact {i}"),
-                        ),
-                    )
-                    assert isinstance(made, StatementCreateOk)
-                    acked.append((made.lsn, "statement", made.statement_id))
-                else:
-                    memory = client.call(
-                        Opcode.ENCODE,
-                        Encode(request_id=os.urandom(16), text=f"note {i}", space="feed"),
-                    )
-                    assert isinstance(memory, EncodeOk)
-                    acked.append((memory.lsn, "memory", memory.memory_id))
-                # Other spaces write too: the follower must see none of it.
-                if i % 10 == 0:
-                    client.call(Opcode.ENCODE, Encode(request_id=os.urandom(16), text=f"x {i}"))
-                if i == 20:
-                    early_done.set()
-        writer_done.set()
 
-    thread = threading.Thread(target=write)
-    thread.start()
-    assert early_done.wait(60)
+def _follow_until_caught_up(
+    follower: RawClient, acked: list[tuple[int, str, bytes]], writer_done: threading.Event
+) -> list[ChangeEvent]:
+    """The changes stream 1 of ``follower`` delivers until the writer is done and the
+    last LSN it was acknowledged has arrived (or 90 seconds passed)."""
     seen: list[ChangeEvent] = []
-    follower = server.client()
-    follower.sock.settimeout(1.0)
-    hello_and_auth(follower, server)
-    follower.send(Opcode.SUBSCRIBE, 1, {"space": "feed", "from_lsn": 1})
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
@@ -97,6 +99,12 @@ def test_follower_sees_exactly_the_writers_sequence(server: ServerProcess) -> No
             seen.append(ChangeEvent.from_wire(reply.body))
         if writer_done.is_set() and seen and seen[-1].lsn >= max(a[0] for a in acked):
             break
+    return seen
+
+
+def _unsubscribe(follower: RawClient, seen: list[ChangeEvent]) -> None:
+    """End stream 1 with UNSUBSCRIBE, adding the changes sent before it arrived to
+    ``seen``; the ending frame must name the LSN after the last change."""
     follower.sock.settimeout(10.0)
     follower.send(Opcode.UNSUBSCRIBE, 3, {"space": "feed", "stream": 1})
     end = follower.recv()
@@ -106,6 +114,21 @@ def test_follower_sees_exactly_the_writers_sequence(server: ServerProcess) -> No
     ended = SubscriptionEnded.from_wire(end.body)
     assert ended.next_lsn == seen[-1].lsn + 1
     assert follower.recv().body == {"cancelled": True}
+
+
+def test_follower_sees_exactly_the_writers_sequence(server: ServerProcess) -> None:
+    acked: list[tuple[int, str, bytes]] = []
+    early_done = threading.Event()
+    writer_done = threading.Event()
+    thread = threading.Thread(target=_write_feed, args=(server, acked, early_done, writer_done))
+    thread.start()
+    assert early_done.wait(60)
+    follower = server.client()
+    follower.sock.settimeout(1.0)
+    hello_and_auth(follower, server)
+    follower.send(Opcode.SUBSCRIBE, 1, {"space": "feed", "from_lsn": 1})
+    seen = _follow_until_caught_up(follower, acked, writer_done)
+    _unsubscribe(follower, seen)
     thread.join()
     writer_lsns = sorted({lsn for lsn, _, _ in acked})
     follower_lsns = sorted({e.lsn for e in seen})

@@ -15,7 +15,7 @@
 
 :func:`register` adds them to the parser of :mod:`brain.cli.main`, and
 :func:`run` runs the one parsed. Exit codes are those of the ``brain`` command
-(WIRE.md §10): 0 success; 1 the operation failed (the server refused it, or
+(spec/06-operations.md §1): 0 success; 1 the operation failed (the server refused it, or
 could not be reached), with one line on standard error naming the error, the
 field and the fix; 2 the command could not run as given (bad usage, no API
 key, an argument no message accepts), before anything was sent.

@@ -2,7 +2,7 @@
 
 Each ``parse_*`` function is pure and raises ValueError with a message fit to
 show as it is; the ``*_arg`` wrappers turn that into the ArgumentTypeError
-argparse reports (exit 2). Refs follow WIRE.md §8:
+argparse reports (exit 2). Refs follow spec/01-wire.md §9:
 
 - a SUBJECT (or relation end) ``id:<hex>`` or ``entity:<hex>`` is ``{"entity": id}``,
   ``memory:<hex>`` is ``{"memory": id}``, ``name:<text>`` is ``{"name": text}``
@@ -55,10 +55,10 @@ __all__ = [
 ]
 
 ARMS: Final = ("semantic", "lexical", "graph")
-"""RECALL's arms, in the order the wire names them (WIRE.md §8)."""
+"""RECALL's arms, in the order the wire names them (spec/01-wire.md §9)."""
 
 OBJECT_TYPES: Final = ("text", "entity", "int", "float", "bool", "time", "memory", "statement")
-"""What ``--object-type`` accepts: the value shapes of WIRE.md §8."""
+"""What ``--object-type`` accepts: the value shapes of spec/01-wire.md §9."""
 
 _HEX_ID: Final = re.compile(r"[0-9a-fA-F]{32}")
 _UUID: Final = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")

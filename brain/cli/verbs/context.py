@@ -36,7 +36,7 @@ MAX_NAME_LOOKUPS: Final = 1000
 many times over, and one pipelined round trip; beyond it the table shows ids."""
 
 REQUEST_ID_BYTES: Final = 16
-"""An idempotency key's length (WIRE.md §5)."""
+"""An idempotency key's length (spec/01-wire.md §4)."""
 
 M = TypeVar("M", bound=Message)
 

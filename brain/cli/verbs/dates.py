@@ -1,7 +1,7 @@
 """Times on the command line: ISO 8601 or raw nanoseconds in, ISO 8601 out.
 
 The wire carries every time as signed nanoseconds since the Unix epoch, UTC
-(WIRE.md §2). People type dates. :func:`parse_time` accepts
+(spec/01-wire.md §2). People type dates. :func:`parse_time` accepts
 
 - a date, ``2024-02-01``: midnight local time;
 - a date-time, ``2024-02-01T09:30``, ``2024-02-01 09:30:15.123456789``: local

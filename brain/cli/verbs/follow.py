@@ -2,17 +2,19 @@
 
 Prints one line per change (``--json``: one JSON object per line) until Ctrl-C,
 or until ``--max-events`` changes were printed. ``--from-lsn`` replays from that
-LSN first, then goes live, with no gaps and no duplicates (WIRE.md §8). On the
+LSN first, then goes live, with no gaps and no duplicates (spec/01-wire.md §9). On the
 way out it names the LSN to resume from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from brain.cli.verbs.arguments import argument, parse_choices
 from brain.cli.verbs.context import VerbContext
 from brain.cli.verbs.options import Parents, SubParsers, add_verb
+from brain.cli.verbs.output import Printer
 from brain.client import Client
 from brain.errors import BrainError
 from brain.wire.messages.subscribe_ops import (
@@ -23,6 +25,7 @@ from brain.wire.messages.subscribe_ops import (
     Unsubscribe,
 )
 from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
 
 __all__ = ["register", "resume_point"]
 
@@ -91,67 +94,102 @@ def _subscription_stream(client: Client) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
+@dataclass
+class _Progress:
+    """What following has shown so far, and what naming the resume point needs."""
+
+    shown: int = 0
+    last_lsn: int | None = None
+    at_last: int = 0
+    """Changes shown of LSN ``last_lsn``."""
+    unshown: list[int] = field(default_factory=list)
+    """LSNs of the changes that came after ``--max-events`` was reached."""
+    ended: int | None = None
+    """The ending frame's ``next_lsn``; None while none came."""
+    stopping: bool = False
+    """True once UNSUBSCRIBE was sent after ``--max-events`` changes."""
+
+    def saw(self, lsn: int) -> None:
+        """Count one change of ``lsn`` as shown."""
+        self.shown += 1
+        self.at_last = self.at_last + 1 if lsn == self.last_lsn else 1
+        self.last_lsn = lsn
+
+
 def _follow(ctx: VerbContext) -> int:
-    args = ctx.args
-    out = ctx.printer
-    request = Subscribe(space=ctx.space, from_lsn=args.from_lsn, records=args.records)
+    request = Subscribe(space=ctx.space, from_lsn=ctx.args.from_lsn, records=ctx.args.records)
     client = ctx.client()
     ctx.sent = True
-    shown = 0
-    last_lsn: int | None = None
-    at_last = 0  # changes shown of LSN last_lsn
-    unshown: list[int] = []  # LSNs of changes that came after --max-events was reached
-    ended: int | None = None
-    stopping = False
+    progress = _Progress()
     # No per-frame timeout: a quiet space may send nothing for hours.
     stream = client.stream(Opcode.SUBSCRIBE, request, timeout=None)
     try:
-        for frame in stream:
-            if isinstance(frame, SubscriptionEnded):
-                ended = frame.next_lsn
-                break
-            assert isinstance(frame, ChangeEvent)
-            if stopping:
-                unshown.append(frame.lsn)
-                continue
-            if out.json_output:
-                out.json(frame, one_line=True)
-            else:
-                out.line(
-                    (f"LSN {frame.lsn:<6}", "bold"),
-                    f"  {frame.op:<9} {frame.record:<9} ",
-                    (frame.id.hex(), "cyan"),
-                    f"  {out.time(frame.recorded_at)}",
-                )
-            shown += 1
-            at_last = at_last + 1 if frame.lsn == last_lsn else 1
-            last_lsn = frame.lsn
-            if args.max_events is not None and shown >= args.max_events:
-                # UNSUBSCRIBE, unlike leaving the stream, ends it with the LSN it
-                # reached, and the changes sent meanwhile say whether this LSN was whole.
-                sid = _subscription_stream(client)
-                if sid is None:
-                    break
-                stopping = True
-                client.call(Opcode.UNSUBSCRIBE, Unsubscribe(space=ctx.space, stream=sid))
+        _show_changes(ctx, client, stream, progress)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a person stops following
     except BrainError:
-        if not stopping:
+        if not progress.stopping:
             raise
-        ended = None  # the changes were shown; only the exact resume point is lost
+        progress.ended = None  # the changes were shown; only the exact resume point is lost
     finally:
         stream.close()  # tells the server to stop (CANCEL_STREAM) unless it has ended
-    if last_lsn is None:
-        if ended is not None:
-            out.note(f"{shown} changes; resume with --from-lsn {ended}")
-        return 0
-    resume = resume_point(last_lsn, unshown, ended)
-    hint = f"{shown} changes; resume with --from-lsn {resume}"
-    if resume == last_lsn:
-        if at_last == 1:
+    note = _resume_note(progress)
+    if note is not None:
+        ctx.printer.note(note)
+    return 0
+
+
+def _show_changes(
+    ctx: VerbContext, client: Client, stream: Iterable[Message], progress: _Progress
+) -> None:
+    """Print each change of ``stream`` until it ends, or until ``--max-events`` were
+    shown and UNSUBSCRIBE's ending frame came."""
+    max_events = ctx.args.max_events
+    for frame in stream:
+        if isinstance(frame, SubscriptionEnded):
+            progress.ended = frame.next_lsn
+            return
+        assert isinstance(frame, ChangeEvent)
+        if progress.stopping:
+            progress.unshown.append(frame.lsn)
+            continue
+        _print_change(ctx.printer, frame)
+        progress.saw(frame.lsn)
+        if max_events is not None and progress.shown >= max_events:
+            # UNSUBSCRIBE, unlike leaving the stream, ends it with the LSN it
+            # reached, and the changes sent meanwhile say whether this LSN was whole.
+            sid = _subscription_stream(client)
+            if sid is None:
+                return
+            progress.stopping = True
+            client.call(Opcode.UNSUBSCRIBE, Unsubscribe(space=ctx.space, stream=sid))
+
+
+def _print_change(out: Printer, frame: ChangeEvent) -> None:
+    """One change: a JSON object, or a line of LSN, operation, record kind, id, time."""
+    if out.json_output:
+        out.json(frame, one_line=True)
+    else:
+        out.line(
+            (f"LSN {frame.lsn:<6}", "bold"),
+            f"  {frame.op:<9} {frame.record:<9} ",
+            (frame.id.hex(), "cyan"),
+            f"  {out.time(frame.recorded_at)}",
+        )
+
+
+def _resume_note(progress: _Progress) -> str | None:
+    """How many changes were shown and the ``--from-lsn`` that resumes after them;
+    None when nothing was shown and nothing names a resume point."""
+    if progress.last_lsn is None:
+        if progress.ended is None:
+            return None
+        return f"{progress.shown} changes; resume with --from-lsn {progress.ended}"
+    resume = resume_point(progress.last_lsn, progress.unshown, progress.ended)
+    hint = f"{progress.shown} changes; resume with --from-lsn {resume}"
+    if resume == progress.last_lsn:
+        if progress.at_last == 1:
             hint += f" (LSN {resume}: its change shown above repeats)"
         else:
-            hint += f" (LSN {resume}: its {at_last} changes shown above repeat)"
-    out.note(hint)
-    return 0
+            hint += f" (LSN {resume}: its {progress.at_last} changes shown above repeat)"
+    return hint

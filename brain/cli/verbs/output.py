@@ -1,7 +1,7 @@
 """What a verb prints: rich tables and panels for people, exact JSON for scripts.
 
 ``--json`` prints the server's answer as one JSON document: the message's wire
-map (WIRE.md §2) with byte strings (ids, hashes, cursors) as lowercase hex and
+map (spec/01-wire.md §2) with byte strings (ids, hashes, cursors) as lowercase hex and
 integers (times in nanoseconds, LSNs) as JSON numbers, never rounded. Nothing is
 added or left out, so a script sees exactly what the wire carried.
 
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 ID_BYTES: Final = 16
-"""A record id's length on the wire (WIRE.md §2); any 16-byte value in an answer is one."""
+"""A record id's length on the wire (spec/01-wire.md §2); any 16-byte value in an answer is one."""
 
 SHORT_ID_HEX: Final = 8
 """Fewest hex digits a shortened id shows: 32 random bits, so a table of thousands of

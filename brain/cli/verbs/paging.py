@@ -1,7 +1,7 @@
 """Lists that come in pages: ``--limit``, ``--cursor`` and ``--all``.
 
 The list opcodes answer at most ``limit`` rows and a ``cursor`` when more
-follow (WIRE.md §8). A verb shows one page unless ``--all`` asks it to follow
+follow (spec/01-wire.md §9). A verb shows one page unless ``--all`` asks it to follow
 the cursors to the end; the rows are then shown (or printed as JSON) as one
 answer without a cursor.
 """

@@ -1,7 +1,7 @@
 """One clear line per failure: what went wrong, where, and how to fix it.
 
 A :class:`~brain.errors.BrainError` prints as ``brain: NAME: message (field F) —
-hint``: the wire name (WIRE.md §6), the server's message, the offending field
+hint``: the wire name (spec/01-wire.md §5), the server's message, the offending field
 and, where the fix is obvious, the option or command that makes it. Client-side
 failures (no connection, no answer in time) get the same shape.
 """

@@ -1,5 +1,5 @@
 """Statements: ``brain statement add|get|supersede|tombstone|retract|list`` and
-``brain history`` (STATEMENT_CREATE … STATEMENT_LIST, WIRE.md §8).
+``brain history`` (STATEMENT_CREATE … STATEMENT_LIST, spec/02-data-model.md §5).
 
 A SUBJECT is read by :func:`~brain.cli.verbs.arguments.parse_ref` (``id:<hex>``,
 ``memory:<hex>``, else a name), an OBJECT by ``--object-type`` (text unless
@@ -48,7 +48,7 @@ from brain.wire.opcodes import Opcode
 __all__ = ["KINDS", "confidence_arg", "register", "word"]
 
 KINDS: Final = ("fact", "preference", "event")
-"""Statement kinds (WIRE.md §8)."""
+"""Statement kinds (spec/02-data-model.md §5)."""
 
 MAX_AS_OF_PAGES: Final = 100
 """Pages of the subject's statements ``statement get --as-of`` reads looking for one

@@ -1,6 +1,6 @@
 """``brain txn FILE``: several writes applied all or none (TXN_BEGIN, TXN_COMMIT, TXN_ABORT).
 
-A transaction belongs to one connection (spec/02-data-model.md, WIRE.md §8), so
+A transaction belongs to one connection (spec/02-data-model.md, spec/05-durability.md §8), so
 it cannot span several ``brain`` processes; instead FILE lists the writes, one
 command line per line, as they would follow ``brain``::
 

@@ -1,4 +1,4 @@
-"""Snapshots (DURABILITY.md §5): a consistent copy of a database, and its restore.
+"""Snapshots (spec/05-durability.md §13): a consistent copy of a database, and its restore.
 
 A bundle is a directory::
 
@@ -32,11 +32,21 @@ from typing import Final
 
 import lmdb
 
-from brain.engine.wal import verify
+from brain.engine.store.env import Store
+from brain.engine.store.meta import get_progress
+from brain.engine.wal import WriteAheadLog, verify
+from brain.engine.write.writer import Writer
 from brain.errors import InvalidArgument, StorageFault
 from brain.ids import new_id
 
-__all__ = ["MANIFEST", "SnapshotInfo", "list_snapshots", "restore_snapshot", "write_bundle"]
+__all__ = [
+    "MANIFEST",
+    "SnapshotInfo",
+    "list_snapshots",
+    "restore_snapshot",
+    "take_snapshot",
+    "write_bundle",
+]
 
 MANIFEST: Final = "MANIFEST.json"
 BUNDLE_FORMAT: Final = 1
@@ -129,6 +139,28 @@ def write_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return info
+
+
+def take_snapshot(
+    bundle: Path,
+    *,
+    writer: Writer,
+    store: Store,
+    wal: WriteAheadLog,
+    extra_envs: dict[str, lmdb.Environment] | None = None,
+) -> SnapshotInfo:
+    """Write a consistent snapshot bundle of an open database while writes go on:
+    checkpoints are held off, so no WAL segment after the copy's LSN is deleted."""
+    with writer.checkpoints_held(), store.read() as txn:
+        lsn = get_progress(store, txn).applied_lsn
+        return write_bundle(
+            bundle,
+            env=store.env,
+            meta_db_reader=txn,
+            lsn=lsn,
+            wal_segments=list(wal.segments),
+            extra_envs=extra_envs,
+        )
 
 
 def _assemble(

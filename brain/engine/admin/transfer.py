@@ -29,33 +29,49 @@ from typing import Final
 
 import lmdb
 
-from brain.engine.store.env import TABLES, Store
+from brain.engine.index.service import Retrieval
+from brain.engine.store.env import Store
+from brain.engine.store.meta import get_progress
+from brain.engine.store.scan import scan, scan_keys
 from brain.engine.store.scope import ID_BYTES, SCOPE_PREFIX_BYTES, namespace_id
+from brain.engine.store.tables import (
+    CHANGE_LOG,
+    ENTITIES,
+    IDEMPOTENCY,
+    IDEMPOTENCY_BY_TIME,
+    IMPORTS,
+    MEMORIES,
+    META,
+    PURGE_QUEUE,
+    RELATIONS,
+    SCHEMA,
+    STATEMENTS,
+    TABLES,
+)
 from brain.engine.write.plan import Change, Plan, Put
-from brain.engine.write.writer import PlanContext
+from brain.engine.write.writer import PlanContext, Writer
 from brain.errors import Conflict, InvalidArgument
 
 __all__ = [
     "EXCLUDED",
     "EXPORT_FORMAT",
-    "IMPORTS",
     "Header",
     "Row",
+    "export_lines",
     "export_rows",
+    "import_batch",
     "import_plan",
 ]
 
 EXPORT_FORMAT: Final = "brain-export/1"
 """The ``format`` of an export's header line."""
 
-IMPORTS: Final = b"imports"
-
 EXCLUDED: Final = frozenset(
-    {b"meta", b"idempotency", b"idempotency_by_time", b"change_log", b"purge_queue", IMPORTS}
+    {META, IDEMPOTENCY, IDEMPOTENCY_BY_TIME, CHANGE_LOG, PURGE_QUEUE, IMPORTS}
 )
 """Tables an export leaves out (see the module docstring)."""
 
-_RECORD_TABLES: Final = (b"memories", b"entities", b"statements", b"relations", b"schema")
+_RECORD_TABLES: Final = (MEMORIES, ENTITIES, STATEMENTS, RELATIONS, SCHEMA)
 """A scope holding a row in any of these is not empty."""
 
 
@@ -83,14 +99,8 @@ def export_rows(store: Store, txn: lmdb.Transaction, namespace: str) -> Iterator
     for table in TABLES:
         if table in EXCLUDED:
             continue
-        cursor = txn.cursor(db=store.table(table))
-        if not cursor.set_range(prefix):
-            continue
-        for key, value in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            yield Row(table, raw, bytes(value))
+        for key, value in scan(txn, store.table(table), prefix):
+            yield Row(table, key, value)
 
 
 def export_id(namespace: str, applied_lsn: int, clock: int) -> bytes:
@@ -99,12 +109,56 @@ def export_id(namespace: str, applied_lsn: int, clock: int) -> bytes:
     return hashlib.sha256(material).digest()[:ID_BYTES]
 
 
+def export_lines(store: Store, namespace: str) -> Iterator[dict[str, object]]:
+    """The export of ``namespace``, line by line: the header, every row of one
+    snapshot, the trailer."""
+    with store.read() as txn:
+        progress = get_progress(store, txn)
+        clock = progress.last_record_time
+        yield {
+            "format": EXPORT_FORMAT,
+            "namespace": namespace,
+            "export_id": export_id(namespace, progress.applied_lsn, clock).hex(),
+            "applied_lsn": progress.applied_lsn,
+            "clock": clock,
+        }
+        count = 0
+        scopes: set[bytes] = set()
+        for row in export_rows(store, txn, namespace):
+            count += 1
+            scopes.add(row.key[:SCOPE_PREFIX_BYTES])
+            yield {"table": row.table.decode(), "key": row.key.hex(), "value": row.value.hex()}
+        yield {"end": True, "rows": count, "scopes": sorted(p.hex() for p in scopes)}
+
+
+def import_batch(
+    writer: Writer, store: Store, retrieval: Retrieval, header: Header, rows: list[Row]
+) -> int:
+    """Write one batch of an export's rows (:func:`import_plan`) through ``writer``;
+    return how many. The record clock moves past the export's first, and the HNSW
+    indexes of the scopes filled are rebuilt from the vectors imported."""
+    writer.clock.observe(header.clock)
+    filled: list[set[bytes]] = []
+
+    def plan(ctx: PlanContext) -> Plan:
+        made, scopes = import_plan(ctx, header, rows)
+        # The last planning is the one committed (a batch is planned again after
+        # the map grows), so each replaces what an earlier one found.
+        filled[:] = [scopes]
+        return made
+
+    writer.submit(plan).result()
+    if filled:
+        retrieval.indexes.rebuild(store, sorted(filled[0]))
+        retrieval.indexer.notify()
+    return len(rows)
+
+
 def _scope_is_empty(store: Store, txn: lmdb.Transaction, prefix: bytes) -> bool:
-    for table in _RECORD_TABLES:
-        cursor = txn.cursor(db=store.table(table))
-        if cursor.set_range(prefix) and bytes(cursor.key()).startswith(prefix):
-            return False
-    return True
+    return not any(
+        next(scan_keys(txn, store.table(table), prefix), None) is not None
+        for table in _RECORD_TABLES
+    )
 
 
 def import_plan(ctx: PlanContext, header: Header, rows: list[Row]) -> tuple[Plan, set[bytes]]:

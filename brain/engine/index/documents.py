@@ -1,4 +1,4 @@
-"""What RECALL searches: documents, their keys and their text (SEMANTICS.md §6).
+"""What RECALL searches: documents, their keys and their text (spec/04-retrieval.md §1).
 
 A document is a statement or a memory of one scope, named by a *document key*:
 a tag byte (``s`` statement, ``m`` memory) and the record's 16-byte id.
@@ -31,12 +31,12 @@ from brain.engine.records.refs import ENTITY_TAG, PENDING_TAG, answers_as
 from brain.engine.records.review_queue import review_row
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import MEMORIES, STATEMENTS
 
 __all__ = [
     "DOC_KEY_BYTES",
     "MEMORY_DOC",
     "STATEMENT_DOC",
-    "doc_key",
     "document_text",
     "memory_text",
     "statement_text",
@@ -48,14 +48,6 @@ MEMORY_DOC: Final = b"m"
 """The tag of a memory's document key."""
 DOC_KEY_BYTES: Final = 17
 """A tag byte and a 16-byte record id."""
-
-_STATEMENTS: Final = b"statements"
-_MEMORIES: Final = b"memories"
-
-
-def doc_key(record: str, record_id: bytes) -> bytes:
-    """The document key of a ``"statement"`` or ``"memory"``."""
-    return (STATEMENT_DOC if record == "statement" else MEMORY_DOC) + record_id
 
 
 def _entity_name(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> str:
@@ -101,7 +93,8 @@ def statement_text(
     subject_name: str | None = None,
 ) -> str:
     """The indexed text of a statement's content row. ``subject_name`` gives the name
-    of a subject the store does not hold yet (an entity the same write creates)."""
+    of a subject the store does not hold yet (an entity or a pending name the same
+    write creates)."""
     subject = content.get("subject")
     if subject_name is None and isinstance(subject, bytes):
         subject_name = _entity_name(store, txn, scope, subject)
@@ -119,7 +112,7 @@ def memory_text(row: dict[str, object]) -> str:
 def document_text(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> str | None:
     """The text of the document ``key`` as stored now, or None when it is gone (a
     retracted statement, a hard-forgotten memory, an unknown id)."""
-    table = _MEMORIES if key[:1] == MEMORY_DOC else _STATEMENTS
+    table = MEMORIES if key[:1] == MEMORY_DOC else STATEMENTS
     raw = txn.get(scope.key(key[1:]), db=store.table(table))
     if raw is None:
         return None

@@ -47,18 +47,17 @@ from brain.embed import Embedder
 from brain.engine.index import lexical
 from brain.engine.index.documents import MEMORY_DOC, document_text
 from brain.engine.index.upkeep import REINDEX, REMOVE, queued_scope
-from brain.engine.index.vectors import (
-    EMBED_QUEUE,
-    LABEL_BYTES,
-    VECTOR_LABELS,
-    VECTOR_SCOPES,
-    VECTORS,
-    VectorIndexes,
-    scope_state,
-)
+from brain.engine.index.vectors import LABEL_BYTES, VectorIndexes, scope_state
 from brain.engine.store.env import Store
 from brain.engine.store.meta import get_progress
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.store.tables import (
+    EMBED_QUEUE,
+    MEMORIES,
+    VECTOR_LABELS,
+    VECTOR_SCOPES,
+    VECTORS,
+)
 from brain.engine.write.plan import Change, Delete, Plan, Put
 from brain.engine.write.writer import PlanContext, Writer
 
@@ -76,8 +75,6 @@ crash loses at most that much index work, which a restart rebuilds from LMDB."""
 
 RETRY_DELAY_S: Final = 1.0
 """Pause after a failed round (the writer is read-only, the embedder failed)."""
-
-_MEMORIES: Final = b"memories"
 
 
 @dataclass(slots=True)
@@ -276,7 +273,7 @@ def _client_vector(
     store: Store, txn: lmdb.Transaction, scope: Scope, doc: bytes
 ) -> NDArray[np.float32] | None:
     """The vector a client gave with ENCODE, if it did."""
-    raw = txn.get(scope.key(doc[1:]), db=store.table(_MEMORIES))
+    raw = txn.get(scope.key(doc[1:]), db=store.table(MEMORIES))
     if raw is None:
         return None
     row = cbor.decode(bytes(raw))
@@ -293,61 +290,108 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
     own label), re-indexed postings swapped, queue entries out."""
     outcome.added, outcome.replaced, outcome.removed, outcome.skipped = {}, {}, {}, 0
     outcome.lsn = ctx.lsn
-    store, txn = ctx.store, ctx.txn
-    queue = store.table(EMBED_QUEUE)
+    queue = ctx.store.table(EMBED_QUEUE)
     next_labels: dict[bytes, int] = {}
     changes: list[Change] = []
     for entry in entries:
-        current = txn.get(entry.key, db=queue)
-        if current is None or bytes(current) != entry.value:
-            outcome.skipped += 1  # changed since it was read: the next round sees it
+        if not _still_as_read(ctx, queue, entry):
+            outcome.skipped += 1  # the next round sees it as it is now
             continue
-        if entry.lexical is not None:
-            assert entry.scope is not None
-            if lexical.doc_row_of(store, txn, entry.scope, entry.doc) != entry.lex_row:
-                outcome.skipped += 1  # the postings changed since they were read
-                continue
         changes.append(Delete(EMBED_QUEUE, entry.key))
-        prefix = entry.prefix
         if entry.value[:1] == REMOVE:
             label = int.from_bytes(entry.value[1 : 1 + LABEL_BYTES], "big")
-            outcome.removed.setdefault(prefix, []).append(label)
+            outcome.removed.setdefault(entry.prefix, []).append(label)
             continue
         if entry.lexical is not None:
-            assert entry.scope is not None
-            # Remove first: a term of both texts is deleted, then put with its new
-            # frequency and length; the counters net out and each term's version rises.
-            changes += lexical.remove_changes(store, txn, entry.scope, entry.doc)
-            changes += entry.lexical
-        if entry.vector is None:
-            continue  # gone (retracted, forgotten), or re-indexed to the same tokens
-        if entry.vector.shape != (dimensions,):
-            # ENCODE refuses such vectors; one logged before that rule must not stop
-            # the indexer for good.
-            log.error("document %s has a vector of the wrong length; not indexed", entry.key.hex())
-            continue
-        values = entry.vector.astype("<f4").tobytes()
-        stored = txn.get(entry.key, db=store.table(VECTORS))
-        if stored is not None:
-            # A re-index: the same label, a new vector (hnswlib updates it in place).
-            raw_label = bytes(stored)[:LABEL_BYTES]
-            changes.append(Put(VECTORS, entry.key, raw_label + values))
-            replaced = (int.from_bytes(raw_label, "big"), entry.vector)
-            outcome.replaced.setdefault(prefix, []).append(replaced)
-            continue
-        if prefix not in next_labels:
-            start = scope_state(store, txn, prefix).get("next_label", 0)
-            assert isinstance(start, int)
-            next_labels[prefix] = start
-        label = next_labels[prefix]
-        next_labels[prefix] = label + 1
-        raw_label = label.to_bytes(LABEL_BYTES, "big")
-        changes.append(Put(VECTORS, entry.key, raw_label + values))
-        changes.append(Put(VECTOR_LABELS, prefix + raw_label, entry.doc))
-        outcome.added.setdefault(prefix, []).append((label, entry.vector))
+            changes += _swapped_postings(ctx, entry)
+        vector = _indexable_vector(entry, dimensions)
+        if vector is not None:
+            changes += _vector_changes(ctx, entry, vector, next_labels, outcome)
+    changes += _scope_state_changes(ctx, next_labels, outcome)
+    return Plan(tuple(changes), ())
+
+
+def _still_as_read(ctx: PlanContext, queue: lmdb._Database, entry: _Entry) -> bool:
+    """Whether the queue entry, and the ``lex_docs`` row a re-index with new tokens
+    replaces, are still what the round read (else the next round takes it up)."""
+    current = ctx.txn.get(entry.key, db=queue)
+    if current is None or bytes(current) != entry.value:
+        return False
+    if entry.lexical is None:
+        return True
+    assert entry.scope is not None
+    return lexical.doc_row_of(ctx.store, ctx.txn, entry.scope, entry.doc) == entry.lex_row
+
+
+def _swapped_postings(ctx: PlanContext, entry: _Entry) -> list[Change]:
+    """A re-index's postings: the old text's taken out, the new text's put in."""
+    assert entry.scope is not None and entry.lexical is not None
+    # Remove first: a term of both texts is deleted, then put with its new
+    # frequency and length; the counters net out and each term's version rises.
+    return lexical.remove_changes(ctx.store, ctx.txn, entry.scope, entry.doc) + entry.lexical
+
+
+def _indexable_vector(entry: _Entry, dimensions: int) -> NDArray[np.float32] | None:
+    """The vector an ADD or REINDEX entry puts in the index, or None if it has none."""
+    vector = entry.vector
+    if vector is None:
+        return None  # gone (retracted, forgotten), or re-indexed to the same tokens
+    if vector.shape != (dimensions,):
+        # ENCODE refuses such vectors; one logged before that rule must not stop
+        # the indexer for good.
+        log.error("document %s has a vector of the wrong length; not indexed", entry.key.hex())
+        return None
+    return vector
+
+
+def _vector_changes(
+    ctx: PlanContext,
+    entry: _Entry,
+    vector: NDArray[np.float32],
+    next_labels: dict[bytes, int],
+    outcome: _Applied,
+) -> list[Change]:
+    """Store a document's vector: under its own label when it has one (a re-index),
+    else under the scope's next free label; ``outcome`` notes which."""
+    prefix = entry.prefix
+    values = vector.astype("<f4").tobytes()
+    stored = ctx.txn.get(entry.key, db=ctx.store.table(VECTORS))
+    if stored is not None:
+        # A re-index: the same label, a new vector (hnswlib updates it in place).
+        raw_label = bytes(stored)[:LABEL_BYTES]
+        replaced = (int.from_bytes(raw_label, "big"), vector)
+        outcome.replaced.setdefault(prefix, []).append(replaced)
+        return [Put(VECTORS, entry.key, raw_label + values)]
+    label = _take_label(ctx, prefix, next_labels)
+    raw_label = label.to_bytes(LABEL_BYTES, "big")
+    outcome.added.setdefault(prefix, []).append((label, vector))
+    return [
+        Put(VECTORS, entry.key, raw_label + values),
+        Put(VECTOR_LABELS, prefix + raw_label, entry.doc),
+    ]
+
+
+def _take_label(ctx: PlanContext, prefix: bytes, next_labels: dict[bytes, int]) -> int:
+    """The scope's next free label, counted on in ``next_labels`` (which starts from
+    the scope's stored state the first time the round meets the scope)."""
+    if prefix not in next_labels:
+        start = scope_state(ctx.store, ctx.txn, prefix).get("next_label", 0)
+        assert isinstance(start, int)
+        next_labels[prefix] = start
+    label = next_labels[prefix]
+    next_labels[prefix] = label + 1
+    return label
+
+
+def _scope_state_changes(
+    ctx: PlanContext, next_labels: dict[bytes, int], outcome: _Applied
+) -> list[Change]:
+    """The stored state of every scope the round changed: its next free label and the
+    LSN its index now reflects."""
+    changes: list[Change] = []
     for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
-        state = scope_state(store, txn, prefix)
+        state = scope_state(ctx.store, ctx.txn, prefix)
         state["next_label"] = next_labels.get(prefix, state.get("next_label", 0))
         state["lsn"] = ctx.lsn
         changes.append(Put(VECTOR_SCOPES, prefix, cbor.encode(state)))
-    return Plan(tuple(changes), ())
+    return changes

@@ -1,4 +1,4 @@
-"""The lexical arm: BM25 over postings kept in LMDB, per scope (SEMANTICS.md §6).
+"""The lexical arm: BM25 over postings kept in LMDB, per scope (spec/04-retrieval.md §2).
 
 Tables, every key scope-prefixed (``S``), written in the same transaction as
 the records they index:
@@ -41,16 +41,18 @@ from brain.engine.index.documents import DOC_KEY_BYTES
 from brain.engine.index.postings import PostingsCache, build
 from brain.engine.index.tokens import tokenize
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import LEX_DOCS, LEX_POSTINGS, LEX_STATS
 from brain.engine.write.plan import Add, Change, Delete, Put, read_counter
 
 __all__ = [
-    "B",
     "DOCS",
     "K1",
     "POSTINGS",
     "STATS",
     "TERM_HASH_BYTES",
+    "B",
     "corpus_size",
     "doc_row",
     "doc_row_of",
@@ -59,9 +61,12 @@ __all__ = [
     "search",
 ]
 
-POSTINGS: Final = b"lex_postings"
-DOCS: Final = b"lex_docs"
-STATS: Final = b"lex_stats"
+POSTINGS: Final = LEX_POSTINGS
+"""The postings table, under the name the index's readers import it by."""
+DOCS: Final = LEX_DOCS
+"""The document rows table, under the name the index's readers import it by."""
+STATS: Final = LEX_STATS
+"""The counters table, under the name the index's readers import it by."""
 
 K1: Final = 1.2
 """BM25 term-frequency saturation: the usual value (Robertson; Lucene's default)."""
@@ -106,7 +111,7 @@ def doc_row(text: str) -> bytes:
 
 def doc_row_of(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> bytes | None:
     """The stored ``lex_docs`` value of document ``key`` (None when it is not indexed)."""
-    raw = txn.get(scope.key(key), db=store.table(DOCS))
+    raw = txn.get(scope.key(key), db=store.table(LEX_DOCS))
     return None if raw is None else bytes(raw)
 
 
@@ -116,35 +121,39 @@ def index_changes(scope: Scope, key: bytes, text: str) -> list[Change]:
     counters then net out, and every term of either text has its version raised)."""
     length, counts = _terms(text)
     changes: list[Change] = [
-        Put(POSTINGS, scope.key(th, key), tf.to_bytes(_U32, "big") + length.to_bytes(_U32, "big"))
+        Put(
+            LEX_POSTINGS,
+            scope.key(th, key),
+            tf.to_bytes(_U32, "big") + length.to_bytes(_U32, "big"),
+        )
         for th, tf in counts
     ]
-    changes.append(Put(DOCS, scope.key(key), _encode_row(length, counts)))
-    changes.extend(Add(STATS, scope.key(_VERSION_KEY, th), 1) for th, _ in counts)
-    changes.append(Add(STATS, scope.key(_DOCS_KEY), 1))
-    changes.append(Add(STATS, scope.key(_TOKENS_KEY), length))
+    changes.append(Put(LEX_DOCS, scope.key(key), _encode_row(length, counts)))
+    changes.extend(Add(LEX_STATS, scope.key(_VERSION_KEY, th), 1) for th, _ in counts)
+    changes.append(Add(LEX_STATS, scope.key(_DOCS_KEY), 1))
+    changes.append(Add(LEX_STATS, scope.key(_TOKENS_KEY), length))
     return changes
 
 
 def remove_changes(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> list[Change]:
     """The changes that take document ``key`` out of the index (none if it is not in)."""
-    raw = txn.get(scope.key(key), db=store.table(DOCS))
+    raw = txn.get(scope.key(key), db=store.table(LEX_DOCS))
     if raw is None:
         return []
     stored = cbor.decode(bytes(raw))
     assert isinstance(stored, list) and len(stored) == 2
     length, terms = stored
     assert isinstance(length, int) and isinstance(terms, list)
-    changes: list[Change] = [Delete(POSTINGS, scope.key(bytes(th), key)) for th, _ in terms]
-    changes.extend(Add(STATS, scope.key(_VERSION_KEY, bytes(th)), 1) for th, _ in terms)
-    changes.append(Delete(DOCS, scope.key(key)))
-    changes.append(Add(STATS, scope.key(_DOCS_KEY), -1))
-    changes.append(Add(STATS, scope.key(_TOKENS_KEY), -length))
+    changes: list[Change] = [Delete(LEX_POSTINGS, scope.key(bytes(th), key)) for th, _ in terms]
+    changes.extend(Add(LEX_STATS, scope.key(_VERSION_KEY, bytes(th)), 1) for th, _ in terms)
+    changes.append(Delete(LEX_DOCS, scope.key(key)))
+    changes.append(Add(LEX_STATS, scope.key(_DOCS_KEY), -1))
+    changes.append(Add(LEX_STATS, scope.key(_TOKENS_KEY), -length))
     return changes
 
 
 def _counter(store: Store, txn: lmdb.Transaction, scope: Scope, name: bytes) -> int:
-    raw = txn.get(scope.key(name), db=store.table(STATS))
+    raw = txn.get(scope.key(name), db=store.table(LEX_STATS))
     return read_counter(None if raw is None else bytes(raw))
 
 
@@ -175,14 +184,14 @@ def search(
         corpus = (documents, average)
         return _search_cached(store, txn, scope, terms, limit, corpus=corpus, cache=cache)
     scores: dict[bytes, float] = {}
-    cursor = txn.cursor(db=store.table(POSTINGS))
+    table = store.table(LEX_POSTINGS)
     # The per-posting loop is the cost of a search: it keeps to slicing and
     # local arithmetic, and the length norm of each posting is one multiply-add.
     base = K1 * (1.0 - B)
     per_length = K1 * B / average
     for term in terms:
         prefix = scope.key(_term_hash(term))
-        postings = _read(cursor, prefix)
+        postings = _read(txn, table, prefix)
         df = len(postings)
         if not df:
             continue
@@ -195,24 +204,17 @@ def search(
     return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _read(cursor: lmdb.Cursor, prefix: bytes) -> list[tuple[bytes, int, int]]:
+def _read(
+    txn: lmdb.Transaction, table: lmdb._Database, prefix: bytes
+) -> list[tuple[bytes, int, int]]:
     """A term's postings, ``(doc key, tf, doc length)``, in key order."""
     start = len(prefix)
     end = start + DOC_KEY_BYTES
-    rows: list[tuple[bytes, int, int]] = []
-    if cursor.set_range(prefix):
-        for raw_key, raw_value in cursor.iternext():
-            if raw_key[:start] != prefix:
-                break
-            if len(raw_key) == end:
-                rows.append(
-                    (
-                        bytes(raw_key[start:]),
-                        int.from_bytes(raw_value[:_U32]),
-                        int.from_bytes(raw_value[_U32:]),
-                    )
-                )
-    return rows
+    return [
+        (key[start:], int.from_bytes(value[:_U32]), int.from_bytes(value[_U32:]))
+        for key, value in scan(txn, table, prefix)
+        if len(key) == end
+    ]
 
 
 def _search_cached(
@@ -228,11 +230,11 @@ def _search_cached(
     """:func:`search` over cached postings arrays: the same shares, summed in the same
     (term) order, so the same scores to the last bit."""
     documents, average = corpus
-    stats = store.table(STATS)
+    stats = store.table(LEX_STATS)
     numbering = cache.scope(scope.key())
     base = K1 * (1.0 - B)
     per_length = K1 * B / average
-    cursor = txn.cursor(db=store.table(POSTINGS))
+    table = store.table(LEX_POSTINGS)
     numbers: list[NDArray[np.int64]] = []
     shares: list[NDArray[np.float64]] = []
     for term in terms:
@@ -242,7 +244,7 @@ def _search_cached(
         version = read_counter(None if raw is None else bytes(raw))
         postings = cache.get(prefix, version)
         if postings is None or postings.numbering is not numbering:
-            postings = build(version, numbering, _read(cursor, prefix))
+            postings = build(version, numbering, _read(txn, table, prefix))
             cache.put(prefix, postings)
         df = len(postings.documents)
         if not df:

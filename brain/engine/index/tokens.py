@@ -1,4 +1,4 @@
-"""The lexical tokenizer: what BM25 counts (SEMANTICS.md §6).
+"""The lexical tokenizer: what BM25 counts (spec/04-retrieval.md §2).
 
 Text is casefolded and split into runs of word characters (Unicode letters,
 digits and the underscore), so an identifier such as ``user_id`` or

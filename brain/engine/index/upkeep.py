@@ -1,10 +1,12 @@
 """What a write changes in the retrieval indexes, in the write's own transaction.
 
-Indexed documents are statements and memories (SEMANTICS.md §6). A document is
+Indexed documents are statements and memories (spec/04-retrieval.md §1). A document is
 indexed when its record is written, and stays indexed while superseded,
 tombstoned or softly forgotten: RECALL's as-of step must be able to restore it.
 It leaves the indexes when its text leaves the store: a statement's retraction
-(also by a hard forget's cascade) or a memory's hard forget.
+(also by a hard forget's cascade) or a memory's hard forget. No record rule
+calls the functions here: :func:`brain.engine.index.derive.index_entries`
+reads which of them a write needs off its record changes, for every write.
 
 Indexing puts the lexical postings (:mod:`brain.engine.index.lexical`) and an
 ``embed_queue`` entry for the indexer. Removal deletes the postings and the
@@ -14,7 +16,7 @@ the vector's HNSW entry.
 
 A statement's text names entities (:mod:`brain.engine.index.documents`), so it
 changes when one of them is renamed, merged or unmerged, or when a pending
-name is decided. Such a write calls :func:`reindex_entity_documents`, which
+name is decided. Such a write gets :func:`reindex_entity_documents`, which
 puts one small ``embed_queue`` entry (:data:`REINDEX`) per statement naming
 the entity and does no text work: the indexer takes the new text, and in its
 own logged write replaces the postings and the vector (under the same label)
@@ -45,13 +47,23 @@ import lmdb
 from brain import cbor
 from brain.engine.index import lexical
 from brain.engine.index.documents import STATEMENT_DOC
-from brain.engine.index.vectors import EMBED_QUEUE, LABEL_BYTES, VECTOR_LABELS, VECTORS
+from brain.engine.index.vectors import LABEL_BYTES
 from brain.engine.records.refs import ENTITY_TAG, keys_answering_as
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import (
+    EMBED_QUEUE,
+    PURGE_QUEUE,
+    STATEMENT_BY_OBJECT,
+    STATEMENT_BY_SUBJECT,
+    VECTOR_LABELS,
+    VECTORS,
+)
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
 from brain.errors import OverBudget
 
+# PURGE_QUEUE is re-exported: readers of the queues import it from here.
 __all__ = [
     "ADD",
     "MAX_REINDEX_DOCUMENTS",
@@ -63,10 +75,6 @@ __all__ = [
     "reindex_entity_documents",
     "unindex_document",
 ]
-
-PURGE_QUEUE = b"purge_queue"
-"""Documents whose text left the store since the last purge (their old bytes may
-linger in the WAL, LMDB's free pages and the HNSW indexes until it runs)."""
 
 ADD = b"+"
 """An ``embed_queue`` value's first byte: embed this document."""
@@ -86,11 +94,6 @@ _LSN_BYTES: Final = 8
 _ID_BYTES: Final = 16
 """A statement id's length: the last bytes of every ``statement_by_subject`` and
 ``statement_by_object`` key."""
-
-# The statement tables that find a statement by the subject or object it names
-# (:mod:`brain.engine.records.statements`, which imports this module: named here, not imported).
-_BY_SUBJECT: Final = b"statement_by_subject"
-_BY_OBJECT: Final = b"statement_by_object"
 
 
 def index_document(scope: Scope, key: bytes, text: str) -> list[Change]:
@@ -139,12 +142,13 @@ def reindex_entity_documents(
     changes. One put per statement; the indexer does the rest."""
     store, txn = ctx.store, ctx.txn
     found: dict[bytes, None] = {}
-    by_subject, by_object = store.table(_BY_SUBJECT), store.table(_BY_OBJECT)
+    by_subject = store.table(STATEMENT_BY_SUBJECT)
+    by_object = store.table(STATEMENT_BY_OBJECT)
     for key in entity_keys:
         for each in keys_answering_as(store, txn, scope, key):
-            _collect(txn.cursor(db=by_subject), scope.key(each), found)
+            _collect(txn, by_subject, scope.key(each), found)
             if each[:1] == ENTITY_TAG:
-                _collect(txn.cursor(db=by_object), scope.key(each[1:]), found)
+                _collect(txn, by_object, scope.key(each[1:]), found)
             if len(found) > MAX_REINDEX_DOCUMENTS:
                 raise OverBudget(
                     f"the write changes the words of more than {MAX_REINDEX_DOCUMENTS} "
@@ -163,12 +167,11 @@ def reindex_entity_documents(
     return changes
 
 
-def _collect(cursor: lmdb.Cursor, prefix: bytes, found: dict[bytes, None]) -> None:
-    """Add the statement id ending each key under ``prefix`` to ``found``."""
-    if not cursor.set_range(prefix):
-        return
-    for raw_key in cursor.iternext(keys=True, values=False):
-        key = bytes(raw_key)
-        if not key.startswith(prefix) or len(found) > MAX_REINDEX_DOCUMENTS:
-            return  # past the prefix, or past what the caller will refuse anyway
+def _collect(
+    txn: lmdb.Transaction, table: lmdb._Database, prefix: bytes, found: dict[bytes, None]
+) -> None:
+    """Add the statement id ending each key of ``table`` under ``prefix`` to ``found``."""
+    for key in scan_keys(txn, table, prefix):
+        if len(found) > MAX_REINDEX_DOCUMENTS:
+            return  # past what the caller will refuse anyway
         found[key[-_ID_BYTES:]] = None

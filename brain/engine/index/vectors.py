@@ -46,8 +46,11 @@ from numpy.typing import NDArray
 
 from brain import cbor
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES
+from brain.engine.store.tables import EMBED_QUEUE, VECTOR_LABELS, VECTOR_SCOPES, VECTORS
 
+# The names of the tables this module keeps stay importable from it (tables.py names them).
 __all__ = [
     "EMBED_QUEUE",
     "HNSW_EF_CONSTRUCTION",
@@ -63,11 +66,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("brain.engine.index")
-
-VECTORS: Final = b"vectors"
-VECTOR_LABELS: Final = b"vector_labels"
-VECTOR_SCOPES: Final = b"vector_scopes"
-EMBED_QUEUE: Final = b"embed_queue"
 
 LABEL_BYTES: Final = 8
 
@@ -237,14 +235,10 @@ class VectorIndexes:
     def _rebuild(self, store: Store, txn: lmdb.Transaction, prefix: bytes, lsn: int) -> _ScopeIndex:
         labels: list[int] = []
         rows: list[NDArray[np.float32]] = []
-        cursor = txn.cursor(db=store.table(VECTORS))
-        if cursor.set_range(prefix):
-            for key, value in cursor:
-                if not bytes(key).startswith(prefix):
-                    break
-                label, vector = decode_vector_row(bytes(value))
-                labels.append(label)
-                rows.append(vector)
+        for _, value in scan(txn, store.table(VECTORS), prefix):
+            label, vector = decode_vector_row(value)
+            labels.append(label)
+            rows.append(vector)
         capacity = INITIAL_CAPACITY
         while capacity < len(labels):
             capacity *= 2

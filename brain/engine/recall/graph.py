@@ -1,4 +1,4 @@
-"""The graph arm (SEMANTICS.md §6): statements about the entities a cue names.
+"""The graph arm (spec/04-retrieval.md §4): statements about the entities a cue names.
 
 Starting entities (hop 0) are the ``entity_anchor`` and the entities the cue
 names: every run of one to :data:`MAX_NGRAM_WORDS` words of the cue is looked
@@ -43,9 +43,11 @@ from brain.engine.records.filters import Filters, judge
 from brain.engine.records.refs import ENTITY_TAG, answers_as, keys_answering_as
 from brain.engine.records.relation_rows import edges_of, load_relation
 from brain.engine.records.resolution import name_index, numbers_agree
-from brain.engine.records.statements import BY_OBJECT, BY_SUBJECT, get_loaded, statement_times
+from brain.engine.records.statements import get_loaded, statement_times
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import STATEMENT_BY_OBJECT, STATEMENT_BY_SUBJECT
 from brain.engine.write.tuning import Resolution
 
 __all__ = [
@@ -60,7 +62,7 @@ __all__ = [
 ]
 
 MAX_HOPS: Final = 2
-"""How far from a named entity the walk goes (SEMANTICS.md §6)."""
+"""How far from a named entity the walk goes (spec/04-retrieval.md §4)."""
 MAX_NGRAM_WORDS: Final = 4
 """Longest run of cue words looked up as a name: names of people, places and
 organisations rarely run longer."""
@@ -143,16 +145,15 @@ def _statements_of(
     """``(statement id, entity is its subject)`` for statements naming ``entity``."""
     found: list[tuple[bytes, bool]] = []
     for key in keys_answering_as(store, txn, scope, ENTITY_TAG + entity):
-        for table, as_subject, tail in ((BY_SUBJECT, True, 16), (BY_OBJECT, False, 16)):
+        for table, as_subject, tail in (
+            (STATEMENT_BY_SUBJECT, True, 16),
+            (STATEMENT_BY_OBJECT, False, 16),
+        ):
             if not as_subject and key[:1] != ENTITY_TAG:
                 continue
             prefix = scope.key(key) if as_subject else scope.key(key[1:])
-            cursor = txn.cursor(db=store.table(table))
-            if not cursor.set_range(prefix):
-                continue
-            for raw_key, _ in cursor:
-                raw = bytes(raw_key)
-                if not raw.startswith(prefix) or len(found) >= MAX_EDGES_PER_ENTITY:
+            for raw in scan_keys(txn, store.table(table), prefix):
+                if len(found) >= MAX_EDGES_PER_ENTITY:
                     break
                 found.append((raw[-tail:], as_subject))
     return found

@@ -1,4 +1,4 @@
-"""The audit log (SEMANTICS.md §4): an append-only entry for every forget,
+"""The audit log (spec/02-data-model.md §9): an append-only entry for every forget,
 tombstone, retract, merge, unmerge and review decision.
 
 An entry records who (the key id of the request), what (the operation and the
@@ -16,19 +16,19 @@ from typing import Final
 
 from brain import cbor
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan
 from brain.engine.store.scope import Scope, namespace_id
+from brain.engine.store.tables import AUDIT
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.writer import PlanContext
 
-__all__ = ["AUDIT", "DEFAULT_AUDIT_LIMIT", "MAX_AUDIT_LIMIT", "audit_entry", "read_audit"]
+__all__ = ["DEFAULT_AUDIT_LIMIT", "MAX_AUDIT_LIMIT", "audit_entry", "read_audit"]
 
 DEFAULT_AUDIT_LIMIT: Final = 100
 """Entries the admin route answers when it names no limit."""
 
 MAX_AUDIT_LIMIT: Final = 10_000
 """Most entries one call answers; the log itself is never truncated."""
-
-AUDIT: Final = b"audit"
 
 
 def audit_entry(
@@ -66,14 +66,10 @@ def read_audit(store: Store, namespace: str, limit: int) -> list[dict[str, objec
     prefix = namespace_id(namespace)
     entries: list[dict[str, object]] = []
     with store.read() as txn:
-        cursor = txn.cursor(db=store.table(AUDIT))
-        if cursor.set_range(prefix):
-            for key, value in cursor:
-                if not bytes(key).startswith(prefix):
-                    break
-                entry = cbor.decode(bytes(value))
-                assert isinstance(entry, dict)
-                entries.append({str(k): v for k, v in entry.items()})
+        for _, value in scan(txn, store.table(AUDIT), prefix):
+            entry = cbor.decode(value)
+            assert isinstance(entry, dict)
+            entries.append({str(k): v for k, v in entry.items()})
     # Keys are ordered by space first; the answer is ordered by time across spaces.
     entries.sort(key=lambda e: (int(str(e["recorded_at"])), int(str(e["lsn"]))), reverse=True)
     return entries[:limit]

@@ -1,4 +1,4 @@
-"""The entity opcodes (WIRE.md §8, SEMANTICS.md §7): planners and readers.
+"""The entity opcodes (spec/02-data-model.md §4, spec/02-data-model.md §4): planners and readers.
 
 Decisions where the wire spec is silent:
 
@@ -47,10 +47,8 @@ from typing import Final
 import lmdb
 
 from brain import cbor
-from brain.engine.index.upkeep import reindex_entity_documents
 from brain.engine.records.audit import audit_entry
 from brain.engine.records.entity_rows import (
-    ENTITIES,
     ENTITY_ID_BYTES,
     MAX_MERGE_HOPS,
     aliases_of,
@@ -69,7 +67,9 @@ from brain.engine.records.entity_rows import (
 from brain.engine.records.refs import ENTITY_TAG, absorb, release
 from brain.engine.records.resolution import is_ambiguous, resolve_name
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import ENTITIES, ENTITY_MERGES
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
@@ -101,8 +101,8 @@ __all__ = [
     "DEFAULT_RESOLVE_LIMIT",
     "ENTITY_READS",
     "ENTITY_WRITES",
-    "plan_create",
     "merge_changes",
+    "plan_create",
     "plan_merge",
     "plan_tombstone",
     "plan_unmerge",
@@ -112,13 +112,11 @@ __all__ = [
     "read_resolve",
 ]
 
-MERGES: Final = b"entity_merges"
-
 DEFAULT_RESOLVE_LIMIT: Final = 10
 """Matches ENTITY_RESOLVE returns when the request names no limit: a short pick list."""
 
 DEFAULT_LIST_LIMIT: Final = 100
-"""Page size when ENTITY_LIST names none, as for STATEMENT_LIST (WIRE.md §8)."""
+"""Page size when ENTITY_LIST names none, as for STATEMENT_LIST (spec/02-data-model.md §4)."""
 
 Row = dict[str, object]
 
@@ -208,8 +206,6 @@ def plan_update(
         updated["attributes"] = check_attributes(dict(request.attributes), "attributes")
     changes: list[Change] = [row_change(scope, request.id, updated)]
     changes += index_changes(scope, request.id, index_names(row), index_names(updated))
-    if updated["name"] != row["name"]:  # the statements naming it have new words
-        changes += reindex_entity_documents(ctx, scope, [ENTITY_TAG + request.id])
     return changes, EntityUpdateOk(entity=to_entity(request.id, updated))
 
 
@@ -283,16 +279,15 @@ def merge_changes(
         row_change(scope, merged_id, new_merged),
         *index_changes(scope, keep_id, index_names(keep), index_names(new_keep)),
         *index_changes(scope, merged_id, index_names(merged), index_names(new_merged)),
-        Put(MERGES, scope.key(record_id), cbor.encode(record)),
+        Put(ENTITY_MERGES, scope.key(record_id), cbor.encode(record)),
         absorb(scope, keep_id, ENTITY_TAG + merged_id),
         audit_entry(ctx, scope, "entity_merge", [record_id, keep_id, merged_id]),
     ]
-    changes += reindex_entity_documents(ctx, scope, [ENTITY_TAG + merged_id])
     return record_id, changes
 
 
 def _merge_record(store: Store, txn: lmdb.Transaction, scope: Scope, merge_id: bytes) -> Row:
-    raw = txn.get(scope.key(merge_id), db=store.table(MERGES))
+    raw = txn.get(scope.key(merge_id), db=store.table(ENTITY_MERGES))
     if raw is None:
         raise NotFound(f"no merge {merge_id.hex()} in space {scope.space!r}", field="merge_id")
     record = cbor.decode(bytes(raw))
@@ -347,10 +342,9 @@ def plan_unmerge(
     restored.append(
         release(scope, _id_field(record, "keep"), ENTITY_TAG + _id_field(record, "merge"))
     )
-    restored.append(Put(MERGES, scope.key(request.merge_id), cbor.encode(done)))
+    restored.append(Put(ENTITY_MERGES, scope.key(request.merge_id), cbor.encode(done)))
     ids = [request.merge_id, _id_field(record, "keep"), _id_field(record, "merge")]
     restored.append(audit_entry(ctx, scope, "entity_unmerge", ids))
-    restored += reindex_entity_documents(ctx, scope, [ENTITY_TAG + _id_field(record, "merge")])
     return restored, EntityUnmergeOk(lsn=ctx.lsn)
 
 
@@ -387,26 +381,22 @@ def read_list(ctx: ReadContext, scope: Scope, request: EntityList) -> EntityList
     prefix = None if request.prefix is None else normalise_name(request.prefix)
     page: list[Entity] = []
     more = False
-    cursor = ctx.txn.cursor(db=ctx.store.table(ENTITIES))
-    if cursor.set_range(scope.key(after or b"")):
-        for key, value in cursor:
-            raw = bytes(key)
-            if not raw.startswith(scope.prefix):
-                break
-            entity_id = raw[len(scope.prefix) :]
-            if after is not None and entity_id <= after:
-                continue
-            row = decode_row(scope, bytes(value))
-            if row is None or not is_live(row):
-                continue
-            if request.type_ is not None and row.get("type") != request.type_:
-                continue
-            if prefix is not None and not normalise_name(str(row["name"])).startswith(prefix):
-                continue
-            if len(page) == limit:
-                more = True
-                break
-            page.append(to_entity(entity_id, row))
+    rows = scan(ctx.txn, ctx.store.table(ENTITIES), scope.prefix, start=scope.key(after or b""))
+    for key, value in rows:
+        entity_id = key[len(scope.prefix) :]
+        if after is not None and entity_id <= after:
+            continue
+        row = decode_row(scope, value)
+        if row is None or not is_live(row):
+            continue
+        if request.type_ is not None and row.get("type") != request.type_:
+            continue
+        if prefix is not None and not normalise_name(str(row["name"])).startswith(prefix):
+            continue
+        if len(page) == limit:
+            more = True
+            break
+        page.append(to_entity(entity_id, row))
     return EntityListOk(entities=tuple(page), cursor=page[-1].id if more else None)
 
 

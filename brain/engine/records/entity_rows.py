@@ -1,4 +1,4 @@
-"""Entity rows, the name index, and how a ``ref`` names a subject (WIRE.md §8, SEMANTICS.md §7).
+"""Entity rows, the name index, and how a ``ref`` names a subject (spec/02-data-model.md §4).
 
 Storage, every key scope-prefixed:
 
@@ -36,14 +36,14 @@ import lmdb
 
 from brain import cbor
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import ENTITIES, ENTITY_BY_NAME
 from brain.engine.write.plan import Change, Delete, Put
 from brain.errors import Internal, InvalidArgument
 from brain.wire.messages.records import Entity
 
 __all__ = [
-    "BY_NAME",
-    "ENTITIES",
     "ENTITY_ID_BYTES",
     "MAX_ATTRIBUTE_DEPTH",
     "MAX_MERGE_HOPS",
@@ -66,9 +66,6 @@ __all__ = [
     "to_entity",
     "type_matches",
 ]
-
-ENTITIES: Final = b"entities"
-BY_NAME: Final = b"entity_by_name"
 
 ENTITY_ID_BYTES: Final = 16
 """Entity ids are UUIDv7, 16 raw bytes."""
@@ -251,10 +248,12 @@ def index_changes(
 ) -> list[Change]:
     """The index puts and deletes that take ``entity_id``'s names from ``before`` to ``after``."""
     changes: list[Change] = [
-        Delete(BY_NAME, _index_key(scope, normal, entity_id)) for normal in sorted(before - after)
+        Delete(ENTITY_BY_NAME, _index_key(scope, normal, entity_id))
+        for normal in sorted(before - after)
     ]
     changes += [
-        Put(BY_NAME, _index_key(scope, normal, entity_id), b"") for normal in sorted(after - before)
+        Put(ENTITY_BY_NAME, _index_key(scope, normal, entity_id), b"")
+        for normal in sorted(after - before)
     ]
     return changes
 
@@ -302,17 +301,11 @@ def name_owners(
     if not normal:
         return owners
     prefix = scope.key(name_key(normal), b"\x00")
-    cursor = txn.cursor(db=store.table(BY_NAME))
-    if not cursor.set_range(prefix):
-        return owners
-    for key, _ in cursor:
-        raw = bytes(key)
-        if not raw.startswith(prefix):
-            break
+    for key in scan_keys(txn, store.table(ENTITY_BY_NAME), prefix):
         # A name holding a NUL byte shares this prefix; its keys are longer than an id.
-        if len(raw) != len(prefix) + ENTITY_ID_BYTES:
+        if len(key) != len(prefix) + ENTITY_ID_BYTES:
             continue
-        entity_id = raw[len(prefix) :]
+        entity_id = key[len(prefix) :]
         row = entity_row(store, txn, scope, entity_id)
         if row is not None:
             owners.append((entity_id, row))

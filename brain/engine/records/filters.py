@@ -1,4 +1,4 @@
-"""The filter chain of SEMANTICS.md §6.3, in its binding order, as pure functions.
+"""The filter chain of spec/03-time.md §6, in its binding order, as pure functions.
 
 Every row a list or a recall considers passes the same six steps:
 
@@ -15,7 +15,7 @@ Every row a list or a recall considers passes the same six steps:
 
 The validity a row is judged by (and shown with) is the one believed at
 ``as_of`` (now when absent): a supersession that closed the row's validity
-counts only from the record time it was learned (SEMANTICS.md §3).
+counts only from the record time it was learned (spec/03-time.md §4).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["Filters", "RowTimes", "Step", "Verdict", "judge", "validity_at"]
 
 
 class Step(IntEnum):
-    """The steps, numbered as SEMANTICS.md numbers them; 0 means the row survived."""
+    """The steps, numbered as spec/03-time.md §6 numbers them; 0 means the row survived."""
 
     SURVIVED = 0
     TYPE = 1

@@ -1,4 +1,4 @@
-"""FORGET (SEMANTICS.md §4): a memory forgotten softly or hard, and what depended on it.
+"""FORGET (spec/02-data-model.md §3): a memory forgotten softly or hard, and what depended on it.
 
 - **soft**: the memory becomes inactive (``forgotten: "soft"``, ``forgotten_at``)
   but its text stays; a statement whose every evidence memory is now forgotten
@@ -25,26 +25,20 @@ from __future__ import annotations
 from typing import Final
 
 from brain import cbor
-from brain.engine.index.documents import MEMORY_DOC
-from brain.engine.index.upkeep import unindex_document
 from brain.engine.records import statements
 from brain.engine.records.audit import audit_entry
-from brain.engine.records.memories import BY_SHA, BY_TEXT, MEMORIES, memory_row
+from brain.engine.records.memories import memory_row
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
 from brain.errors import NotFound
 from brain.wire.messages.memory_ops import Forget, ForgetOk
 
-__all__ = ["LEDGER", "is_forgotten_text", "plan_forget"]
+__all__ = ["plan_forget"]
 
-LEDGER: Final = b"forget_ledger"
 _STRENGTH: Final = {"soft": 1, "hard": 2}
-
-
-def is_forgotten_text(ctx: PlanContext, scope: Scope, sha256: bytes) -> bool:
-    """True when text with this hash was hard-forgotten in ``scope``."""
-    return ctx.txn.get(scope.key(sha256), db=ctx.store.table(LEDGER)) is not None
 
 
 def _all_forgotten(
@@ -63,15 +57,8 @@ def _same_text(ctx: PlanContext, scope: Scope, sha: bytes) -> list[bytes]:
     """Every memory of ``scope`` whose text has this hash (a soft forget lets the same
     text be stored again, so there may be several)."""
     prefix = scope.key(sha)
-    cursor = ctx.txn.cursor(db=ctx.store.table(BY_TEXT))
-    found: list[bytes] = []
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            found.append(raw[len(prefix) :])
-    return found
+    table = ctx.store.table(MEMORY_BY_TEXT)
+    return [key[len(prefix) :] for key in scan_keys(ctx.txn, table, prefix)]
 
 
 def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[Change], ForgetOk]:
@@ -81,33 +68,71 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
     if row is None:
         raise NotFound(f"no memory {request.memory.hex()} in space {scope.space!r}", field="memory")
     before = _STRENGTH.get(str(row.get("forgotten", "")), 0)
-    wanted = _STRENGTH[request.mode]
-    if before >= wanted:
+    if before >= _STRENGTH[request.mode]:
         answer = ForgetOk(
             memory_id=request.memory, lsn=ctx.lsn, already_forgotten=True, statements_tombstoned=0
         )
         return [], answer
     sha = row["sha256"]
     assert isinstance(sha, bytes)
+    targets = _targets(ctx, scope, request, row, sha)
+    changes: list[Change] = [Delete(MEMORY_BY_SHA, scope.key(sha))]
+    if request.mode == "hard":
+        changes.append(Put(FORGET_LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
+    changes += _forgotten_rows(ctx, scope, request.mode, targets)
+    cascade, cascaded = _cascade(ctx, scope, request.mode, targets)
+    changes += cascade
+    operation = f"forget_{request.mode}"
+    changes.append(audit_entry(ctx, scope, operation, list(targets), cascaded=cascaded))
+    answer = ForgetOk(
+        memory_id=request.memory,
+        lsn=ctx.lsn,
+        already_forgotten=False,
+        statements_tombstoned=len(cascaded),
+    )
+    return changes, answer
+
+
+def _targets(
+    ctx: PlanContext, scope: Scope, request: Forget, row: dict[str, object], sha: bytes
+) -> dict[bytes, dict[str, object]]:
+    """The memories this forget changes, by id: the one named and, for a hard forget,
+    every other memory of the space with the same text that still holds it."""
     targets = {request.memory: row}
     if request.mode == "hard":
         for other in _same_text(ctx, scope, sha):
             other_row = memory_row(ctx.store, ctx.txn, scope, other)
             if other_row is not None and other_row.get("forgotten") != "hard":
                 targets[other] = other_row
-    changes: list[Change] = [Delete(BY_SHA, scope.key(sha))]
-    if request.mode == "hard":
-        changes.append(Put(LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
+    return targets
+
+
+def _forgotten_rows(
+    ctx: PlanContext, scope: Scope, mode: str, targets: dict[bytes, dict[str, object]]
+) -> list[Change]:
+    """The memory rows marked forgotten (a hard forget also drops text and vector and
+    stamps the time anew; a soft one keeps the first ``forgotten_at``)."""
+    changes: list[Change] = []
     for memory_id, memory in targets.items():
         updated = dict(memory)
-        updated["forgotten"] = request.mode
+        updated["forgotten"] = mode
         updated.setdefault("forgotten_at", ctx.record_time)
-        if request.mode == "hard":
+        if mode == "hard":
             updated["forgotten_at"] = ctx.record_time
             updated.pop("text", None)
             updated.pop("vector", None)
-            changes += unindex_document(ctx, scope, MEMORY_DOC + memory_id)
         changes.append(Put(MEMORIES, scope.key(memory_id), cbor.encode(updated)))
+    return changes
+
+
+def _cascade(
+    ctx: PlanContext, scope: Scope, mode: str, targets: dict[bytes, dict[str, object]]
+) -> tuple[list[Change], list[bytes]]:
+    """What the forget does to the statements citing ``targets``: each whose
+    every evidence memory is now forgotten is retracted (hard) or tombstoned (soft,
+    unless it already is). The changes, and the statements changed in the order
+    they were reached."""
+    changes: list[Change] = []
     cascaded: list[bytes] = []
     done: set[bytes] = set()
     forgotten_now = set(targets)
@@ -118,19 +143,11 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
             if not _all_forgotten(ctx, scope, statements.evidence_of(statement), forgotten_now):
                 continue
             done.add(statement.id)
-            if request.mode == "hard":
+            if mode == "hard":
                 changes += statements.retract_changes(ctx, scope, statement)
             elif "tombstoned_at" not in statement.state:
                 changes += statements.tombstone_changes(ctx, scope, statement, "source_forgotten")
             else:
                 continue
             cascaded.append(statement.id)
-    operation = f"forget_{request.mode}"
-    changes.append(audit_entry(ctx, scope, operation, list(targets), cascaded=cascaded))
-    answer = ForgetOk(
-        memory_id=request.memory,
-        lsn=ctx.lsn,
-        already_forgotten=False,
-        statements_tombstoned=len(cascaded),
-    )
-    return changes, answer
+    return changes, cascaded

@@ -2,24 +2,22 @@
 
 A memory row lives under ``scope ‖ memory_id``; ``memory_by_sha`` maps
 ``scope ‖ sha256(text)`` to the first memory with that text, which is how the
-same text in the same space is stored once (WIRE.md §8 ENCODE).
+same text in the same space is stored once (spec/02-data-model.md §3 ENCODE).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Final
 
 import lmdb
 
 from brain import cbor
 from brain.embed import DIMENSIONS
-from brain.engine.index.documents import MEMORY_DOC
-from brain.engine.index.upkeep import index_document
 from brain.engine.records.audit import audit_entry
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
@@ -28,11 +26,6 @@ from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGe
 from brain.wire.messages.records import Evidence, Memory
 
 __all__ = ["check_citations", "get_memory", "memory_row", "plan_encode", "read_memory_get"]
-
-MEMORIES: Final = b"memories"
-BY_SHA: Final = b"memory_by_sha"
-FORGET_LEDGER: Final = b"forget_ledger"
-BY_TEXT: Final = b"memory_by_text"
 
 
 def _row(raw: bytes) -> dict[str, object]:
@@ -106,7 +99,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
                 field="text",
             )
         override.append(audit_entry(ctx, scope, "override_forgotten", [digest]))
-    existing = txn.get(scope.key(digest), db=store.table(BY_SHA))
+    existing = txn.get(scope.key(digest), db=store.table(MEMORY_BY_SHA))
     if existing is not None:
         first = get_memory(store, txn, scope, bytes(existing))
         answer = EncodeOk(
@@ -139,10 +132,9 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
         row["vector"] = request.vector
     changes: list[Change] = [
         Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
-        Put(BY_SHA, scope.key(digest), memory_id),
-        Put(BY_TEXT, scope.key(digest, memory_id), b""),
+        Put(MEMORY_BY_SHA, scope.key(digest), memory_id),
+        Put(MEMORY_BY_TEXT, scope.key(digest, memory_id), b""),
         *override,
-        *index_document(scope, MEMORY_DOC + memory_id, request.text),
     ]
     answer = EncodeOk(
         memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False

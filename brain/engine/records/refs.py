@@ -1,4 +1,4 @@
-"""How a ``ref`` names a subject, and what a subject answers as (WIRE.md §8, SEMANTICS.md §7).
+"""How a ``ref`` names a subject, and what a subject answers as (spec/02-data-model.md §4.2).
 
 Statements and relations store their subject (or end) as a *subject key*: a
 tag byte and a 16-byte id, naming an entity (``e``), a memory (``m``) or an
@@ -23,7 +23,7 @@ answers as the kept entity while the merge stands, like records written
 before it.
 
 Name refs in writes (:func:`resolve_for_write`): the exact normalised name,
-else an alias, as WIRE.md §8 says; when nothing matches, a new entity is
+else an alias, as spec/01-wire.md §9 says; when nothing matches, a new entity is
 created, unless the fuzzy tier (:mod:`brain.engine.records.resolution`) finds a tie, in
 which case the write is stored with a pending subject and an
 ``ambiguous_entity`` review item is queued instead of guessing. Two live
@@ -54,20 +54,20 @@ from brain.engine.records.entity_rows import (
     type_matches,
 )
 from brain.engine.records.resolution import is_ambiguous, resolve_name, tied
-from brain.engine.records.review_queue import REVIEWS, queue_review, review_row
+from brain.engine.records.review_queue import queue_review, review_row
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import ENTITY_ABSORBED, MEMORIES, REVIEWS, REVIEWS_BY_NAME
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
 from brain.errors import Conflict, Internal, NotFound
 from brain.wire.messages.values import EntityRef, MemoryRef, NameRef, PendingRef, SubjectRef
 
 __all__ = [
-    "ABSORBED",
     "ENTITY_TAG",
     "MAX_ABSORBED",
     "MEMORY_TAG",
-    "PENDING_BY_NAME",
     "PENDING_TAG",
     "SUBJECT_KEY_BYTES",
     "absorb",
@@ -90,10 +90,6 @@ PENDING_TAG: Final = b"p"
 SUBJECT_KEY_BYTES: Final = 1 + ENTITY_ID_BYTES
 """A subject key: a tag byte and a 16-byte id."""
 
-ABSORBED: Final = b"entity_absorbed"
-PENDING_BY_NAME: Final = b"reviews_by_name"
-MEMORIES: Final = b"memories"
-
 MAX_ABSORBED: Final = 10_000
 """Most subject keys one entity's reads follow (merged entities and decided names):
 a bound on the work one read does, far above any real merge history."""
@@ -101,12 +97,12 @@ a bound on the work one read does, far above any real merge history."""
 
 def absorb(scope: Scope, entity_id: bytes, key: bytes) -> Put:
     """Record that subject key ``key`` answers as entity ``entity_id``."""
-    return Put(ABSORBED, scope.key(entity_id, key), b"")
+    return Put(ENTITY_ABSORBED, scope.key(entity_id, key), b"")
 
 
 def release(scope: Scope, entity_id: bytes, key: bytes) -> Delete:
     """Undo :func:`absorb` (an unmerge)."""
-    return Delete(ABSORBED, scope.key(entity_id, key))
+    return Delete(ENTITY_ABSORBED, scope.key(entity_id, key))
 
 
 def answers_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> bytes:
@@ -130,17 +126,11 @@ def keys_answering_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: by
     found = [key]
     if key[:1] != ENTITY_TAG:
         return found
-    table = store.table(ABSORBED)
+    table = store.table(ENTITY_ABSORBED)
     frontier = [key[1:]]
     while frontier and len(found) < MAX_ABSORBED:
         prefix = scope.key(frontier.pop())
-        cursor = txn.cursor(db=table)
-        if not cursor.set_range(prefix):
-            continue
-        for raw_key, _ in cursor:
-            raw = bytes(raw_key)
-            if not raw.startswith(prefix):
-                break
+        for raw in scan_keys(txn, table, prefix):
             absorbed = raw[len(prefix) :]
             found.append(absorbed)
             if absorbed[:1] == ENTITY_TAG:
@@ -255,7 +245,7 @@ def _pending(
     """The pending subject key for an ambiguous name: the open item for the same
     (name, type) if there is one (its candidates brought up to date), else a new one."""
     index_key = pending_name_key(scope, ref.name, ref.type_)
-    open_id = ctx.txn.get(index_key, db=ctx.store.table(PENDING_BY_NAME))
+    open_id = ctx.txn.get(index_key, db=ctx.store.table(REVIEWS_BY_NAME))
     if open_id is not None:
         review_id = bytes(open_id)
         row = review_row(ctx.store, ctx.txn, scope, review_id)
@@ -269,7 +259,7 @@ def _pending(
     if ref.type_ is not None:
         extra["type"] = ref.type_
     review_id, changes = queue_review(ctx, scope, "ambiguous_entity", candidates, extra)
-    changes.append(Put(PENDING_BY_NAME, index_key, review_id))
+    changes.append(Put(REVIEWS_BY_NAME, index_key, review_id))
     return PENDING_TAG + review_id, changes
 
 
@@ -277,7 +267,7 @@ def resolve_for_read(
     store: Store, txn: lmdb.Transaction, scope: Scope, ref: EntityRef | MemoryRef | NameRef
 ) -> bytes | None:
     """The subject key ``ref`` names in a read, or None when a name matches nothing (a
-    read answers as if it matched nothing, WIRE.md §8): the exact name, else an
+    read answers as if it matched nothing, spec/01-wire.md §9): the exact name, else an
     alias, the first by id on a tie. A merged-away entity answers as the kept one."""
     if isinstance(ref, EntityRef):
         return ENTITY_TAG + canonical_entity(store, txn, scope, ref.entity)

@@ -34,14 +34,23 @@ from brain.engine.records.refs import SUBJECT_KEY_BYTES, answers_as, ref_of_key
 from brain.engine.records.versioned import Versioned, load_versioned
 from brain.engine.store.env import Store
 from brain.engine.store.rows import load_row
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import (
+    RELATION_BY_FROM,
+    RELATION_BY_TIME,
+    RELATION_BY_TO,
+    RELATION_CURRENT,
+    RELATION_STATE,
+    RELATIONS,
+)
 from brain.engine.write.plan import Change, Delete, Put
 from brain.wire.messages.records import Relation
 
 __all__ = [
     "FROM_END",
-    "LoadedRelation",
     "TO_END",
+    "LoadedRelation",
     "current_ids",
     "edges_of",
     "insert_changes",
@@ -51,13 +60,6 @@ __all__ = [
     "relation_message",
     "state_change",
 ]
-
-RELATIONS: Final = b"relations"
-STATE: Final = b"relation_state"
-BY_FROM: Final = b"relation_by_from"
-BY_TO: Final = b"relation_by_to"
-BY_TIME: Final = b"relation_by_time"
-CURRENT: Final = b"relation_current"
 
 FROM_END: Final = b"f"
 """Marks a ``relation_current`` key of the ``from`` end."""
@@ -71,7 +73,11 @@ _TYPE_HASH_BYTES: Final = 8
 _RECORDED_AT_BYTES: Final = 8
 """``recorded_at`` in keys: unsigned big-endian, so keys sort in record order."""
 
-_DIRECTION_TABLES: Final = {"out": (BY_FROM,), "in": (BY_TO,), "both": (BY_FROM, BY_TO)}
+_DIRECTION_TABLES: Final = {
+    "out": (RELATION_BY_FROM,),
+    "in": (RELATION_BY_TO,),
+    "both": (RELATION_BY_FROM, RELATION_BY_TO),
+}
 """Which end index a direction scans."""
 
 
@@ -115,7 +121,7 @@ def load_relation(
 ) -> LoadedRelation:
     """The relation ``relation_id`` of ``scope``; NOT_FOUND (on ``field``) otherwise."""
     row = load_versioned(
-        store, txn, scope, (RELATIONS, STATE), relation_id, what="relation", field=field
+        store, txn, scope, (RELATIONS, RELATION_STATE), relation_id, what="relation", field=field
     )
     return LoadedRelation(row.id, row.content, row.state)
 
@@ -129,7 +135,7 @@ def relation_message(
 ) -> Relation:
     """The relation as an answer shows it, with the validity believed at ``believed_at``
     (None: now); an end that was merged away or a decided name answers as the entity
-    it became (SEMANTICS.md §7)."""
+    it became (spec/02-data-model.md §4)."""
     c, s = loaded.content, loaded.state
     wire: dict[str, object] = {
         "id": loaded.id,
@@ -161,11 +167,11 @@ def insert_changes(scope: Scope, relation_id: bytes, row: dict[str, object]) -> 
     th, at = _type_hash(type_), _u64(recorded)
     return [
         Put(RELATIONS, scope.key(relation_id), cbor.encode(row)),
-        Put(BY_FROM, scope.key(from_key, th, at, relation_id), b""),
-        Put(BY_TO, scope.key(to_key, th, at, relation_id), b""),
-        Put(BY_TIME, scope.key(at, relation_id), b""),
-        Put(CURRENT, scope.key(FROM_END, from_key, th, relation_id), b""),
-        Put(CURRENT, scope.key(TO_END, to_key, th, relation_id), b""),
+        Put(RELATION_BY_FROM, scope.key(from_key, th, at, relation_id), b""),
+        Put(RELATION_BY_TO, scope.key(to_key, th, at, relation_id), b""),
+        Put(RELATION_BY_TIME, scope.key(at, relation_id), b""),
+        Put(RELATION_CURRENT, scope.key(FROM_END, from_key, th, relation_id), b""),
+        Put(RELATION_CURRENT, scope.key(TO_END, to_key, th, relation_id), b""),
     ]
 
 
@@ -173,14 +179,14 @@ def no_longer_current(scope: Scope, loaded: LoadedRelation) -> list[Change]:
     """Remove a superseded or tombstoned relation from the cardinality index."""
     th = _type_hash(loaded.type_)
     return [
-        Delete(CURRENT, scope.key(FROM_END, loaded.end("from"), th, loaded.id)),
-        Delete(CURRENT, scope.key(TO_END, loaded.end("to"), th, loaded.id)),
+        Delete(RELATION_CURRENT, scope.key(FROM_END, loaded.end("from"), th, loaded.id)),
+        Delete(RELATION_CURRENT, scope.key(TO_END, loaded.end("to"), th, loaded.id)),
     ]
 
 
 def state_change(scope: Scope, relation_id: bytes, state: dict[str, object]) -> Put:
     """Store a relation's state row (its stamps only grow)."""
-    return Put(STATE, scope.key(relation_id), cbor.encode(state))
+    return Put(RELATION_STATE, scope.key(relation_id), cbor.encode(state))
 
 
 def current_ids(
@@ -195,16 +201,11 @@ def current_ids(
     """The ids of current relations of ``type_`` whose end ``marker`` is one of
     ``end_keys``."""
     found: set[bytes] = set()
-    cursor = txn.cursor(db=store.table(CURRENT))
+    table = store.table(RELATION_CURRENT)
     for end_key in end_keys:
         prefix = scope.key(marker, end_key, _type_hash(type_))
-        if not cursor.set_range(prefix):
-            continue
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            relation_id = raw[len(prefix) :]
+        for key in scan_keys(txn, table, prefix):
+            relation_id = key[len(prefix) :]
             # The hash is short: a colliding type is a different type.
             if load_relation(store, txn, scope, relation_id, "id").type_ == type_:
                 found.add(relation_id)
@@ -235,13 +236,7 @@ def edges_of(
     found: set[tuple[bytes, bytes]] = set()
     for table in _DIRECTION_TABLES[direction]:
         for prefix in prefixes:
-            cursor = txn.cursor(db=store.table(table))
-            if not cursor.set_range(prefix):
-                continue
-            for key, _ in cursor:
-                raw = bytes(key)
-                if not raw.startswith(prefix):
-                    break
-                position = raw[skip:]
+            for key in scan_keys(txn, store.table(table), prefix):
+                position = key[skip:]
                 found.add((position, position[_RECORDED_AT_BYTES:]))
     return sorted(found)

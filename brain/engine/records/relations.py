@@ -1,18 +1,18 @@
 """Relations: typed edges between entities, on the two time axes of statements.
 
-Every relation opcode of WIRE.md §8. The rows and indexes are laid out in
+Every relation opcode of spec/02-data-model.md §8. The rows and indexes are laid out in
 :mod:`brain.engine.records.relation_rows`, like the statements' ones: a content row
 written once, a state row of later stamps, one index per end, and an index of
 current relations per end for cardinality checks.
 
-Decisions where WIRE.md and SEMANTICS.md are silent:
+Decisions where spec/01-wire.md and spec/02-data-model.md are silent:
 
 - Both ends must name entities; a ``{"memory": id}`` end is INVALID_ARGUMENT.
 - RELATION_SUPERSEDE keeps the ``from`` entity (the statement rule "same
   subject"); its type and ``to`` may change. The new version continues the old
   one's chain (``chain_root`` and ``version`` are kept in the row, as for
   statements) and the validity split is the statements' one.
-- A cardinality (SEMANTICS.md §3) is read through the hook :data:`cardinality_of`.
+- A cardinality (spec/03-time.md §4) is read through the hook :data:`cardinality_of`.
   RELATION_CREATE supersedes the one current relation on the constrained end
   (a new version of its chain, validity split included); two or more current
   conflicting relations are CARDINALITY_VIOLATION. RELATION_SUPERSEDE never
@@ -21,7 +21,7 @@ Decisions where WIRE.md and SEMANTICS.md are silent:
 - RELATION_LIST and RELATION_TRAVERSE on an entity id the scope does not hold
   answer NOT_FOUND, like a read by id.
 - Traversal follows only ends that are entities (an end pending review is left
-  out of the graph, SEMANTICS.md §7), is bounded by :data:`MAX_EDGES_PER_NODE`
+  out of the graph, spec/02-data-model.md §4), is bounded by :data:`MAX_EDGES_PER_NODE`
   and the request's node ``limit``, and stops once that limit is reached.
 
 Every relation an answer shows carries the validity believed at the query's
@@ -102,7 +102,6 @@ __all__ = [
     "RELATION_READS",
     "RELATION_WRITES",
     "cardinality_of",
-    "open_vocabulary",
     "plan_create",
     "plan_supersede",
     "plan_tombstone",
@@ -111,17 +110,15 @@ __all__ = [
     "read_traverse",
 ]
 
-MEMORIES: Final = b"memories"
-
 MANY_TO_MANY: Final = "many_to_many"
 MANY_TO_ONE: Final = "many_to_one"
 ONE_TO_MANY: Final = "one_to_many"
 ONE_TO_ONE: Final = "one_to_one"
 CARDINALITIES: Final = (MANY_TO_MANY, MANY_TO_ONE, ONE_TO_MANY, ONE_TO_ONE)
-"""The cardinalities SCHEMA_PUT may declare (WIRE.md §8)."""
+"""The cardinalities SCHEMA_PUT may declare (spec/02-data-model.md §8)."""
 
 DEFAULT_LIST_LIMIT: Final = 100
-"""Page size when RELATION_LIST names none, as for STATEMENT_LIST (WIRE.md §8)."""
+"""Page size when RELATION_LIST names none, as for STATEMENT_LIST (spec/02-data-model.md §8)."""
 
 DEFAULT_TRAVERSE_LIMIT: Final = 100
 """Nodes a traversal reaches when the request names no ``limit``."""
@@ -132,11 +129,6 @@ traversal read them all; a thousand is more than any answer can usefully show.""
 
 CardinalityHook = Callable[[Store, lmdb.Transaction, Scope, str], str]
 """Reads the declared cardinality of a relation type in a scope."""
-
-
-def open_vocabulary(store: Store, txn: lmdb.Transaction, scope: Scope, type_: str) -> str:
-    """Every relation type is many-to-many until a schema declares otherwise (WIRE.md §8)."""
-    return MANY_TO_MANY
 
 
 cardinality_of: CardinalityHook = schema.cardinality_of
@@ -342,7 +334,7 @@ def read_get(ctx: ReadContext, scope: Scope, request: RelationGet) -> RelationGe
 
 
 def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> RelationListOk:
-    """RELATION_LIST: an entity's relations through the filter chain of SEMANTICS.md §6,
+    """RELATION_LIST: an entity's relations through the filter chain of spec/04-retrieval.md §5,
     in record order, a page at a time."""
     _check_as_of(request.as_of, ctx.now)
     end_key = _entity_key(ctx, scope, request.entity, "entity")

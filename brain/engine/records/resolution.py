@@ -1,4 +1,4 @@
-"""Which entities a name means (SEMANTICS.md §7): the tiers, their scores, and ties.
+"""Which entities a name means (spec/02-data-model.md §4): the tiers, their scores, and ties.
 
 The tiers run in order and stop at the first that finds a live entity: the
 exact normalised name, then an alias, then fuzzy (rapidfuzz ``ratio`` over the
@@ -30,7 +30,6 @@ import lmdb
 from rapidfuzz import fuzz, process
 
 from brain.engine.records.entity_rows import (
-    BY_NAME,
     ENTITY_ID_BYTES,
     check_name,
     entity_row,
@@ -40,7 +39,9 @@ from brain.engine.records.entity_rows import (
     type_matches,
 )
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import ENTITY_BY_NAME
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.wire.messages.entity_ops import EntityMatch
 
@@ -80,16 +81,13 @@ def name_index(store: Store, txn: lmdb.Transaction, scope: Scope) -> tuple[list[
     names: list[str] = []
     owners: list[bytes] = []
     prefix = scope.key()
-    cursor = txn.cursor(db=store.table(BY_NAME))
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix) or len(names) >= FUZZY_SCAN_ROWS:
-                break
-            tail = raw[len(prefix) :]
-            # name key ‖ 0x00 ‖ entity id
-            names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
-            owners.append(tail[-ENTITY_ID_BYTES:])
+    for key in scan_keys(txn, store.table(ENTITY_BY_NAME), prefix):
+        if len(names) >= FUZZY_SCAN_ROWS:
+            break
+        tail = key[len(prefix) :]
+        # name key ‖ 0x00 ‖ entity id
+        names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
+        owners.append(tail[-ENTITY_ID_BYTES:])
     return names, owners
 
 

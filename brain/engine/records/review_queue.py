@@ -1,4 +1,4 @@
-"""Queueing review items (SEMANTICS.md §3, §7): what the database will not decide alone.
+"""Queueing review items (spec/02-data-model.md §7): what the database will not decide alone.
 
 An item lives under ``scope ‖ review_id`` in ``reviews``; open items are also
 indexed by ``scope ‖ created_at ‖ review_id`` in ``reviews_open`` so that
@@ -7,20 +7,16 @@ REVIEW_LIST answers the oldest first without scanning decided ones.
 
 from __future__ import annotations
 
-from typing import Final
-
 import lmdb
 
 from brain import cbor
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import REVIEWS, REVIEWS_OPEN
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.writer import PlanContext
 
-__all__ = ["OPEN", "REVIEWS", "queue_review", "review_row"]
-
-REVIEWS: Final = b"reviews"
-OPEN: Final = b"reviews_open"
+__all__ = ["queue_review", "review_row"]
 
 
 def review_row(
@@ -54,5 +50,5 @@ def queue_review(
     }
     return review_id, [
         Put(REVIEWS, scope.key(review_id), cbor.encode(row)),
-        Put(OPEN, scope.key(ctx.record_time.to_bytes(8, "big"), review_id), b""),
+        Put(REVIEWS_OPEN, scope.key(ctx.record_time.to_bytes(8, "big"), review_id), b""),
     ]

@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import Final
 
 from brain import cbor
-from brain.engine.index.upkeep import reindex_entity_documents
 from brain.engine.records import statements
 from brain.engine.records.audit import audit_entry
 from brain.engine.records.entities import merge_changes
@@ -49,11 +48,13 @@ from brain.engine.records.entity_rows import (
     normalise_name,
     row_change,
 )
-from brain.engine.records.refs import PENDING_BY_NAME, PENDING_TAG, absorb, pending_name_key
+from brain.engine.records.refs import PENDING_TAG, absorb, pending_name_key
 from brain.engine.records.relation_rows import edges_of
-from brain.engine.records.review_queue import OPEN, REVIEWS, review_row
+from brain.engine.records.review_queue import review_row
 from brain.engine.records.statement_reads import scan_ids
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.store.tables import REVIEWS, REVIEWS_BY_NAME, REVIEWS_OPEN, STATEMENT_STATE
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext, staged
@@ -101,31 +102,28 @@ def read_review_list(ctx: ReadContext, scope: Scope, request: ReviewList) -> Rev
     """REVIEW_LIST: open items, oldest first."""
     limit = DEFAULT_REVIEW_LIMIT if request.limit is None else request.limit
     prefix = scope.key()
-    cursor = ctx.txn.cursor(db=ctx.store.table(OPEN))
     items: list[ReviewItem] = []
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix) or len(items) >= limit:
-                break
-            review_id = raw[SCOPE_PREFIX_BYTES + 8 :]
-            row = review_row(ctx.store, ctx.txn, scope, review_id)
-            assert row is not None
-            records = _ids(row)
-            name = row.get("name")
-            type_ = row.get("type")
-            if row["kind"] == "ambiguous_entity":
-                records += _waiting(ctx, scope, review_id)
-            items.append(
-                ReviewItem(
-                    review_id=review_id,
-                    kind=str(row["kind"]),
-                    records=tuple(records),
-                    created_at=int(str(row["created_at"])),
-                    name=name if isinstance(name, str) else None,
-                    type_=type_ if isinstance(type_, str) else None,
-                )
+    for key in scan_keys(ctx.txn, ctx.store.table(REVIEWS_OPEN), prefix):
+        if len(items) >= limit:
+            break
+        review_id = key[SCOPE_PREFIX_BYTES + 8 :]
+        row = review_row(ctx.store, ctx.txn, scope, review_id)
+        assert row is not None
+        records = _ids(row)
+        name = row.get("name")
+        type_ = row.get("type")
+        if row["kind"] == "ambiguous_entity":
+            records += _waiting(ctx, scope, review_id)
+        items.append(
+            ReviewItem(
+                review_id=review_id,
+                kind=str(row["kind"]),
+                records=tuple(records),
+                created_at=int(str(row["created_at"])),
+                name=name if isinstance(name, str) else None,
+                type_=type_ if isinstance(type_, str) else None,
             )
+        )
     return ReviewListOk(items=tuple(items))
 
 
@@ -164,7 +162,7 @@ def plan_review_decide(
     assert isinstance(created, int)
     changes += [
         Put(REVIEWS, scope.key(request.review_id), cbor.encode(decided)),
-        Delete(OPEN, scope.key(created.to_bytes(8, "big"), request.review_id)),
+        Delete(REVIEWS_OPEN, scope.key(created.to_bytes(8, "big"), request.review_id)),
         audit_entry(ctx, scope, f"review_{request.decision}", [request.review_id, *audited]),
     ]
     return changes, ReviewDecided(lsn=ctx.lsn)
@@ -190,7 +188,7 @@ def _decide_contradiction(
         if linked is not None:
             state = dict(newest.state)
             state["supersedes"] = linked
-            changes.append(Put(statements.STATE, scope.key(newest.id), cbor.encode(state)))
+            changes.append(Put(STATEMENT_STATE, scope.key(newest.id), cbor.encode(state)))
     elif decision == "reject_new" and "tombstoned_at" not in newest.state:
         changes += statements.tombstone_changes(ctx, scope, newest, "user_request")
     return changes
@@ -236,7 +234,6 @@ def _decide_name(
         )
         changes.append(row_change(scope, chosen, made))
         changes += index_changes(scope, chosen, set(), index_names(made))
-    changes += reindex_entity_documents(ctx, scope, [PENDING_TAG + review_id])
     changes.append(absorb(scope, chosen, PENDING_TAG + review_id))
-    changes.append(Delete(PENDING_BY_NAME, pending_name_key(scope, name, type_)))
+    changes.append(Delete(REVIEWS_BY_NAME, pending_name_key(scope, name, type_)))
     return changes, chosen

@@ -1,7 +1,7 @@
 """The schema of a space: declared predicates, relation types and entity types.
 
 Undeclared predicates and types are open vocabulary: not stateful,
-many-to-many (WIRE.md §8). SCHEMA_PUT declares or redeclares entries and
+many-to-many (spec/02-data-model.md §6). SCHEMA_PUT declares or redeclares entries and
 bumps the version; it never removes one, and a put that changes nothing
 answers the current version and writes nothing. A declaration applies to writes
 from its record time on; it does not rewrite statements already stored
@@ -21,6 +21,7 @@ import lmdb
 from brain import cbor
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import SCHEMA
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
@@ -42,7 +43,6 @@ __all__ = [
     "read_schema_get",
 ]
 
-SCHEMA: Final = b"schema"
 OPEN_CARDINALITY: Final = "many_to_many"
 
 
@@ -108,7 +108,7 @@ def plan_schema_put(
 
     A put that leaves every declaration as it is (a repeat, or one that
     redeclares entries exactly as they stand) answers the current version and
-    plans no change. SCHEMA_PUT has no ``request_id`` (WIRE.md §8), so this is
+    plans no change. SCHEMA_PUT has no ``request_id`` (spec/02-data-model.md §6), so this is
     what makes a client's retry harmless: it must not look like a new version.
     """
     current = load_schema(ctx.store, ctx.txn, scope)

@@ -1,4 +1,4 @@
-"""Statement reads: GET, HISTORY and LIST through the filter chain (SEMANTICS.md §6).
+"""Statement reads: GET, HISTORY and LIST through the filter chain (spec/04-retrieval.md §5).
 
 Rows are loaded and shown by :mod:`brain.engine.records.statements`; this module finds
 them (by id, by chain, by subject, by record time) and pages through them.
@@ -12,16 +12,15 @@ from typing import Final
 from brain.engine.records.filters import Filters, judge
 from brain.engine.records.refs import SUBJECT_KEY_BYTES, keys_answering_as, resolve_for_read
 from brain.engine.records.statements import (
-    BY_SUBJECT,
-    BY_TIME,
-    CHAIN,
     PREDICATE_HASH_BYTES,
     get_loaded,
     predicate_hash,
     statement_times,
     to_message,
 )
+from brain.engine.store.scan import scan, scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import STATEMENT_BY_SUBJECT, STATEMENT_BY_TIME, STATEMENT_CHAIN
 from brain.engine.write.reads import ReadContext
 from brain.errors import AsOfInFuture
 from brain.wire.messages.records import Statement
@@ -37,7 +36,7 @@ from brain.wire.messages.statement_ops import (
 __all__ = ["DEFAULT_LIST_LIMIT", "read_get", "read_history", "read_list", "scan_ids"]
 
 DEFAULT_LIST_LIMIT: Final = 100
-"""Page size when STATEMENT_LIST names none (WIRE.md §8)."""
+"""Page size when STATEMENT_LIST names none (spec/02-data-model.md §5)."""
 
 
 def read_get(ctx: ReadContext, scope: Scope, request: StatementGet) -> StatementGetOk:
@@ -52,21 +51,17 @@ def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> S
     root = loaded.content["chain_root"]
     assert isinstance(root, bytes)
     prefix = scope.key(root)
-    cursor = ctx.txn.cursor(db=ctx.store.table(CHAIN))
     versions: list[Statement] = []
-    if cursor.set_range(prefix):
-        for key, value in cursor:
-            if not bytes(key).startswith(prefix):
-                break
-            versions.append(
-                to_message(
-                    get_loaded(ctx.store, ctx.txn, scope, bytes(value), "id"),
-                    scope,
-                    None,
-                    ctx.store,
-                    ctx.txn,
-                )
+    for _, value in scan(ctx.txn, ctx.store.table(STATEMENT_CHAIN), prefix):
+        versions.append(
+            to_message(
+                get_loaded(ctx.store, ctx.txn, scope, value, "id"),
+                scope,
+                None,
+                ctx.store,
+                ctx.txn,
             )
+        )
     return StatementHistoryOk(versions=tuple(versions))
 
 
@@ -76,36 +71,26 @@ def scan_ids(
     """(recorded_at ‖ id, id) for candidate rows, in recorded order when no subject is given."""
     if subject is None:
         prefix = scope.key()
-        cursor = ctx.txn.cursor(db=ctx.store.table(BY_TIME))
-        if cursor.set_range(prefix):
-            for key, _ in cursor:
-                raw = bytes(key)
-                if not raw.startswith(prefix):
-                    return
-                tail = raw[len(prefix) :]
-                yield tail, tail[8:]
+        for key in scan_keys(ctx.txn, ctx.store.table(STATEMENT_BY_TIME), prefix):
+            tail = key[len(prefix) :]
+            yield tail, tail[8:]
         return
     # An entity's statements include those stored under every key that answers as it.
     subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
     found: list[tuple[bytes, bytes]] = []
-    cursor = ctx.txn.cursor(db=ctx.store.table(BY_SUBJECT))
+    table = ctx.store.table(STATEMENT_BY_SUBJECT)
     for each in subjects:
         prefix = (
             scope.key(each) if predicate is None else scope.key(each, predicate_hash(predicate))
         )
-        if not cursor.set_range(prefix):
-            continue
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            tail = raw[len(scope.key()) + SUBJECT_KEY_BYTES + PREDICATE_HASH_BYTES :]
+        for key in scan_keys(ctx.txn, table, prefix):
+            tail = key[len(scope.key()) + SUBJECT_KEY_BYTES + PREDICATE_HASH_BYTES :]
             found.append((tail, tail[8:]))
     yield from sorted(found)
 
 
 def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> StatementListOk:
-    """STATEMENT_LIST: the filter chain of SEMANTICS.md §6 over rows in recorded order."""
+    """STATEMENT_LIST: the filter chain of spec/04-retrieval.md §5 over rows in recorded order."""
     if request.as_of is not None and request.as_of > ctx.now:
         raise AsOfInFuture(
             f"as_of {request.as_of} is after the record clock ({ctx.now})", field="as_of"

@@ -15,12 +15,13 @@ Storage, every key scope-prefixed:
 - ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY);
 - ``statement_by_object``: ``entity id ‖ id`` for an object ``{"entity": id}``
   (the graph arm walks from an entity to the statements naming it);
-- the retrieval indexes (:mod:`brain.engine.index.upkeep`): a statement is
-  indexed when written and leaves the indexes when retracted.
+- not the retrieval indexes: they follow from these rows
+  (:mod:`brain.engine.index.derive`), a statement indexed when written and
+  leaving the indexes when retracted.
 
 A supersession never rewrites the old statement's validity: it stamps the
 close and when it was learned, and every answer shows the validity believed
-at the query's ``as_of`` (SEMANTICS.md §3).
+at the query's ``as_of`` (spec/03-time.md §4).
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from typing import Final
 import lmdb
 
 from brain import cbor
-from brain.engine.index.documents import doc_key, statement_text
-from brain.engine.index.upkeep import index_document, unindex_document
 from brain.engine.records.audit import audit_entry
 from brain.engine.records.filters import RowTimes, validity_at
 from brain.engine.records.memories import check_citations
@@ -52,7 +51,20 @@ from brain.engine.records.versioned import (
     tombstoned_state,
 )
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.tables import (
+    ENTITIES,
+    MEMORIES,
+    STATEMENT_BY_EVIDENCE,
+    STATEMENT_BY_OBJECT,
+    STATEMENT_BY_SUBJECT,
+    STATEMENT_BY_TIME,
+    STATEMENT_CHAIN,
+    STATEMENT_CURRENT,
+    STATEMENT_STATE,
+    STATEMENTS,
+)
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
@@ -68,30 +80,19 @@ from brain.wire.messages.statement_ops import (
     StatementTombstone,
     StatementTombstoned,
 )
-from brain.wire.messages.values import EntityValue, MemoryValue, NameRef, Ref, StatementValue
+from brain.wire.messages.values import EntityValue, MemoryValue, StatementValue
 
 __all__ = [
+    "get_loaded",
     "plan_create",
     "plan_retract",
     "plan_supersede",
     "plan_tombstone",
-    "get_loaded",
     "predicate_hash",
     "shown_object",
     "statement_times",
     "to_message",
 ]
-
-STATEMENTS: Final = b"statements"
-STATE: Final = b"statement_state"
-BY_SUBJECT: Final = b"statement_by_subject"
-BY_OBJECT: Final = b"statement_by_object"
-BY_TIME: Final = b"statement_by_time"
-CURRENT: Final = b"statement_current"
-CHAIN: Final = b"statement_chain"
-BY_EVIDENCE: Final = b"statement_by_evidence"
-MEMORIES: Final = b"memories"
-ENTITIES: Final = b"entities"
 
 PREDICATE_HASH_BYTES: Final = 8
 """Predicates are up to 1024 characters; index keys carry a hash, rows the text."""
@@ -122,7 +123,13 @@ def get_loaded(
 ) -> Versioned:
     """The statement ``statement_id`` of ``scope``; NOT_FOUND otherwise."""
     return load_versioned(
-        store, txn, scope, (STATEMENTS, STATE), statement_id, what="statement", field=field
+        store,
+        txn,
+        scope,
+        (STATEMENTS, STATEMENT_STATE),
+        statement_id,
+        what="statement",
+        field=field,
     )
 
 
@@ -159,7 +166,7 @@ def to_message(
     assert isinstance(subject, bytes)
     if store is not None and txn is not None:
         # The statements of a merged entity answer as the kept one's, those of a
-        # decided name as the chosen entity's (SEMANTICS.md §7); so do object values.
+        # decided name as the chosen entity's (spec/02-data-model.md §4); so do object values.
         subject = answers_as(store, txn, scope, subject)
         wire["object"] = shown_object(store, txn, scope, c["object"])
     wire["subject"] = ref_of_key(subject).to_wire()
@@ -224,15 +231,8 @@ def _content(
     return row
 
 
-def _insert(
-    ctx: PlanContext,
-    scope: Scope,
-    statement_id: bytes,
-    row: dict[str, object],
-    subject_name: str | None,
-) -> list[Change]:
-    """The rows and index entries of a new statement. ``subject_name`` names a subject
-    entity this write creates (the store cannot tell its name yet)."""
+def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[Change]:
+    """The rows and index entries of a new statement."""
     subject, predicate = row["subject"], row["predicate"]
     assert isinstance(subject, bytes) and isinstance(predicate, str)
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
@@ -240,20 +240,18 @@ def _insert(
     ph = predicate_hash(predicate)
     changes: list[Change] = [
         Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
-        Put(BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
-        Put(BY_TIME, scope.key(_u64(recorded), statement_id), b""),
-        Put(CURRENT, scope.key(subject, ph, statement_id), b""),
-        Put(CHAIN, scope.key(root, _u64(version)), statement_id),
+        Put(STATEMENT_BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
+        Put(STATEMENT_BY_TIME, scope.key(_u64(recorded), statement_id), b""),
+        Put(STATEMENT_CURRENT, scope.key(subject, ph, statement_id), b""),
+        Put(STATEMENT_CHAIN, scope.key(root, _u64(version)), statement_id),
     ]
     changes += [
-        Put(BY_EVIDENCE, scope.key(memory_id, statement_id), b"")
+        Put(STATEMENT_BY_EVIDENCE, scope.key(memory_id, statement_id), b"")
         for memory_id in _evidence_ids(row)
     ]
     target = _object_entity(row)
     if target is not None:
-        changes.append(Put(BY_OBJECT, scope.key(target, statement_id), b""))
-    text = statement_text(ctx.store, ctx.txn, scope, row, subject_name)
-    changes += index_document(scope, doc_key("statement", statement_id), text)
+        changes.append(Put(STATEMENT_BY_OBJECT, scope.key(target, statement_id), b""))
     return changes
 
 
@@ -273,11 +271,6 @@ def _object_entity(row: dict[str, object]) -> bytes | None:
     return target if isinstance(target, bytes) else None
 
 
-def _name_of(ref: Ref) -> str | None:
-    """The name a ref gives (a subject the write may create), or None."""
-    return ref.name if isinstance(ref, NameRef) else None
-
-
 def _evidence_ids(row: dict[str, object]) -> list[bytes]:
     cited = row.get("evidence")
     if not isinstance(cited, list):
@@ -290,11 +283,11 @@ def _evidence_ids(row: dict[str, object]) -> list[bytes]:
 def _no_longer_current(scope: Scope, loaded: Versioned) -> Delete:
     subject, predicate = loaded.content["subject"], loaded.content["predicate"]
     assert isinstance(subject, bytes) and isinstance(predicate, str)
-    return Delete(CURRENT, scope.key(subject, predicate_hash(predicate), loaded.id))
+    return Delete(STATEMENT_CURRENT, scope.key(subject, predicate_hash(predicate), loaded.id))
 
 
 def _put_state(scope: Scope, statement_id: bytes, state: dict[str, object]) -> Put:
-    return Put(STATE, scope.key(statement_id), cbor.encode(state))
+    return Put(STATEMENT_STATE, scope.key(statement_id), cbor.encode(state))
 
 
 def superseded_changes(
@@ -328,17 +321,11 @@ def current_ids(ctx: PlanContext, scope: Scope, subject: bytes, predicate: str) 
     subject key."""
     answered = answers_as(ctx.store, ctx.txn, scope, subject)
     subjects = keys_answering_as(ctx.store, ctx.txn, scope, answered)
-    cursor = ctx.txn.cursor(db=ctx.store.table(CURRENT))
+    table = ctx.store.table(STATEMENT_CURRENT)
     found: list[bytes] = []
     for each in subjects:
         prefix = scope.key(each, predicate_hash(predicate))
-        if not cursor.set_range(prefix):
-            continue
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            found.append(raw[len(prefix) :])
+        found += [key[len(prefix) :] for key in scan_keys(ctx.txn, table, prefix)]
     return found
 
 
@@ -392,7 +379,7 @@ def plan_create(
         chain_root=root,
         supersedes=supersedes,
     )
-    changes += _insert(ctx, scope, statement_id, row, _name_of(request.subject))
+    changes += _insert(scope, statement_id, row)
     answer = StatementCreateOk(
         statement_id=statement_id,
         lsn=ctx.lsn,
@@ -434,11 +421,11 @@ def plan_supersede(
     row = _content(
         ctx, scope, draft, subject=subject, version=version, chain_root=root, supersedes=old.id
     )
-    changes += _insert(ctx, scope, statement_id, row, _name_of(draft.subject))
+    changes += _insert(scope, statement_id, row)
     changes += superseded_changes(ctx, scope, old, statement_id, draft.valid_from)
     if load_schema(ctx.store, ctx.txn, scope).is_stateful(draft.predicate):
         # The new version may switch to a stateful predicate the subject already holds:
-        # it becomes that predicate's one current value (SEMANTICS.md §3).
+        # it becomes that predicate's one current value (spec/03-time.md §4).
         for other_id in current_ids(ctx, scope, subject, draft.predicate):
             other = load(ctx, scope, other_id)
             if other.id != old.id and other.content.get("predicate") == draft.predicate:
@@ -485,29 +472,22 @@ def retract_changes(ctx: PlanContext, scope: Scope, loaded: Versioned) -> list[C
         _put_state(scope, loaded.id, state),
         _no_longer_current(scope, loaded),
         Delete(
-            BY_SUBJECT, scope.key(subject, predicate_hash(predicate), _u64(recorded), loaded.id)
+            STATEMENT_BY_SUBJECT,
+            scope.key(subject, predicate_hash(predicate), _u64(recorded), loaded.id),
         ),
     ]
-    changes += [Delete(BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
+    changes += [Delete(STATEMENT_BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
     target = _object_entity(c)
     if target is not None:
-        changes.append(Delete(BY_OBJECT, scope.key(target, loaded.id)))
-    changes += unindex_document(ctx, scope, doc_key("statement", loaded.id))
+        changes.append(Delete(STATEMENT_BY_OBJECT, scope.key(target, loaded.id)))
     return changes
 
 
 def citing(ctx: PlanContext, scope: Scope, memory_id: bytes) -> list[Versioned]:
     """Every statement of ``scope`` that cites ``memory_id`` as evidence."""
     prefix = scope.key(memory_id)
-    cursor = ctx.txn.cursor(db=ctx.store.table(BY_EVIDENCE))
-    found: list[Versioned] = []
-    if cursor.set_range(prefix):
-        for key, _ in cursor:
-            raw = bytes(key)
-            if not raw.startswith(prefix):
-                break
-            found.append(load(ctx, scope, raw[len(prefix) :]))
-    return found
+    table = ctx.store.table(STATEMENT_BY_EVIDENCE)
+    return [load(ctx, scope, key[len(prefix) :]) for key in scan_keys(ctx.txn, table, prefix)]
 
 
 def evidence_of(loaded: Versioned) -> list[bytes]:

@@ -1,6 +1,6 @@
 """What statements and relations share: a content row written once, a state row of stamps.
 
-Both record types live on the two axes of SEMANTICS.md §2 the same way. The
+Both record types live on the two axes of spec/03-time.md §1 the same way. The
 content row holds what the client said (and the record time it was learned);
 the state row holds what happened to it later, each with its record time:
 ``superseded_by``, ``record_invalidated_at`` (set once, never cleared),
@@ -95,7 +95,7 @@ def superseded_state(
 
     When the old record has no end of validity (and is no event) and the new one
     has a ``valid_from``, the old one is closed there, from this record time on
-    (SEMANTICS.md §3: a split, never a rewrite). A new version valid from before
+    (spec/03-time.md §4: a split, never a rewrite). A new version valid from before
     the old one began leaves the old one the empty interval ``[from, from)``,
     never an inverted one.
     """

@@ -26,6 +26,7 @@ from typing import Final
 
 import lmdb
 
+from brain.engine.store.tables import TABLES
 from brain.errors import Unavailable
 
 __all__ = [
@@ -45,50 +46,6 @@ _DATA_FILE: Final = "data.mdb"
 
 MAX_READERS: Final = 256
 """Concurrent read transactions: the reader thread pool plus headroom."""
-
-TABLES: Final = (
-    b"meta",  # applied_lsn, record clock, format version
-    b"idempotency",  # scope ‖ request_id -> request hash, answer, recorded_at
-    b"idempotency_by_time",  # scope ‖ recorded_at ‖ request_id -> b"" (for the sweep)
-    b"memories",  # scope ‖ memory_id -> memory row
-    b"memory_by_sha",  # scope ‖ sha256 -> memory_id (the same text is stored once)
-    b"memory_by_text",  # scope ‖ sha256 ‖ memory_id -> b"" (every memory with that text)
-    b"entities",  # scope ‖ entity_id -> entity row
-    b"entity_by_name",  # scope ‖ normalised name ‖ 0x00 ‖ entity_id -> b""
-    b"entity_absorbed",  # scope ‖ entity ‖ subject key answering as it (merged, decided name)
-    b"entity_merges",  # scope ‖ merge_id -> both entities' rows and index names, before/after
-    b"statements",  # scope ‖ statement_id -> content row (a husk once retracted)
-    b"statement_state",  # scope ‖ statement_id -> later stamps (superseded, tombstoned, closed)
-    b"statement_by_subject",  # scope ‖ subject ‖ predicate hash ‖ recorded_at ‖ id -> b""
-    b"statement_by_time",  # scope ‖ recorded_at ‖ id -> b""
-    b"statement_current",  # scope ‖ subject ‖ predicate hash ‖ id -> b""
-    b"statement_chain",  # scope ‖ chain_root ‖ version -> id
-    b"statement_by_object",  # scope ‖ object entity_id ‖ statement_id -> b"" (graph arm)
-    b"statement_by_evidence",  # scope ‖ memory_id ‖ statement_id -> b""
-    b"forget_ledger",  # scope ‖ sha256 of hard-forgotten text -> forgotten_at (the hash only)
-    b"relations",  # scope ‖ relation_id -> content row (written once)
-    b"relation_state",  # scope ‖ relation_id -> later stamps (superseded, tombstoned, closed)
-    b"relation_by_from",  # scope ‖ from end ‖ type hash ‖ recorded_at ‖ id -> b""
-    b"relation_by_to",  # scope ‖ to end ‖ type hash ‖ recorded_at ‖ id -> b""
-    b"relation_by_time",  # scope ‖ recorded_at ‖ id -> b""
-    b"relation_current",  # scope ‖ end marker ‖ end ‖ type hash ‖ id -> b"" (current only)
-    b"schema",  # scope -> the declarations of the space
-    b"reviews",  # scope ‖ review_id -> review item
-    b"reviews_open",  # scope ‖ created_at ‖ review_id -> b"" (open items, oldest first)
-    b"reviews_by_name",  # scope ‖ hash of (name, type) -> open ambiguous_entity review_id
-    b"audit",  # scope ‖ recorded_at ‖ lsn ‖ entry id -> audit entry
-    b"lex_postings",  # scope ‖ term hash ‖ doc key -> tf ‖ doc length
-    b"lex_docs",  # scope ‖ doc key -> length and [term hash, tf] pairs
-    b"lex_stats",  # scope ‖ "docs" | "tokens" -> counter
-    b"vectors",  # scope ‖ doc key -> label ‖ float32 vector
-    b"vector_labels",  # scope ‖ label -> doc key
-    b"vector_scopes",  # scope -> next label, LSN of the last vector change
-    b"change_log",  # scope ‖ lsn ‖ record tag ‖ record id -> [op, record, recorded_at]
-    b"purge_queue",  # scope ‖ doc key -> b"" (forgotten since the last purge)
-    b"imports",  # scope -> the export id an import filled it from
-    b"embed_queue",  # scope ‖ doc key -> "+" (embed) or "-" ‖ label (drop from HNSW)
-)
-"""Every named table. Every key of every table but ``meta`` begins with a scope prefix."""
 
 
 class _Gate:

@@ -12,6 +12,7 @@ from typing import Final
 import lmdb
 
 from brain.engine.store.env import Store
+from brain.engine.store.tables import META
 from brain.errors import StorageFault
 
 __all__ = ["FORMAT_VERSION", "Progress", "check_format", "get_progress", "put_progress"]
@@ -22,7 +23,6 @@ FORMAT_VERSION: Final = 1
 _APPLIED_LSN: Final = b"applied_lsn"
 _LAST_RECORD_TIME: Final = b"last_record_time"
 _FORMAT: Final = b"format_version"
-_META: Final = b"meta"
 
 
 class Progress:
@@ -41,7 +41,7 @@ def _u64(value: int) -> bytes:
 
 def get_progress(store: Store, txn: lmdb.Transaction) -> Progress:
     """Read the stored progress (zeros for a new store)."""
-    db = store.table(_META)
+    db = store.table(META)
     applied = txn.get(_APPLIED_LSN, db=db)
     clock = txn.get(_LAST_RECORD_TIME, db=db)
     return Progress(
@@ -52,14 +52,14 @@ def get_progress(store: Store, txn: lmdb.Transaction) -> Progress:
 
 def put_progress(store: Store, txn: lmdb.Transaction, lsn: int, record_time: int) -> None:
     """Record that everything up to ``lsn`` is applied, at ``record_time``."""
-    db = store.table(_META)
+    db = store.table(META)
     txn.put(_APPLIED_LSN, _u64(lsn), db=db)
     txn.put(_LAST_RECORD_TIME, record_time.to_bytes(8, "big", signed=True), db=db)
 
 
 def check_format(store: Store) -> None:
     """Stamp a new store with the format version; refuse another version."""
-    db = store.table(_META)
+    db = store.table(META)
     with store.env.begin(write=True) as txn:
         raw = txn.get(_FORMAT, db=db)
         if raw is None:

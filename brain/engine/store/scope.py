@@ -1,6 +1,6 @@
 """Scopes: the (namespace, space) pair every record and every key belongs to.
 
-SEMANTICS.md §5 fixes the derivations, so that the same space name under two
+spec/05-durability.md §10 fixes the derivations, so that the same space name under two
 namespaces can never collide::
 
     namespace_id = SHA-256("brain/ns/" + namespace_name)[:16]
@@ -20,7 +20,7 @@ from typing import Final
 __all__ = ["DEFAULT_SPACE", "SCOPE_PREFIX_BYTES", "Scope", "namespace_id", "space_id"]
 
 DEFAULT_SPACE: Final = "default"
-"""The space a request uses when it names none (WIRE.md §4)."""
+"""The space a request uses when it names none (spec/01-wire.md §4)."""
 
 ID_BYTES: Final = 16
 SCOPE_PREFIX_BYTES: Final = 2 * ID_BYTES

@@ -6,7 +6,7 @@ the batch to LMDB. Opening the log validates every segment; a torn tail (the
 normal result of a crash during an append) is cut away, anything else refuses
 with :class:`~brain.errors.WalCorruption` and leaves the disk untouched.
 
-A failed write or fsync fails the log for good (DURABILITY.md §2): after an
+A failed write or fsync fails the log for good (spec/05-durability.md §3): after an
 fsync error the kernel may have dropped the dirty pages and marked them clean,
 so a second fsync could report success for data that is gone.
 

@@ -1,4 +1,4 @@
-"""The change log: which write changed which record, for SUBSCRIBE (WIRE.md §8).
+"""The change log: which write changed which record, for SUBSCRIBE (spec/02-data-model.md §10).
 
 Every logged write that creates or changes a memory, entity, statement or
 relation adds one entry per record to ``change_log``, in its own transaction,
@@ -31,22 +31,30 @@ import lmdb
 
 from brain import cbor
 from brain.engine.store.env import Store
+from brain.engine.store.scan import scan
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.store.tables import (
+    CHANGE_LOG,
+    ENTITIES,
+    MEMORIES,
+    RELATION_STATE,
+    RELATIONS,
+    STATEMENT_STATE,
+    STATEMENTS,
+)
 from brain.engine.write.plan import Change, Put
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
-__all__ = ["CHANGE_LOG", "VERBS", "LoggedChange", "change_entries", "read_changes"]
-
-CHANGE_LOG: Final = b"change_log"
+__all__ = ["VERBS", "LoggedChange", "change_entries", "read_changes"]
 
 _CONTENT: Final = {
-    b"memories": "memory",
-    b"entities": "entity",
-    b"statements": "statement",
-    b"relations": "relation",
+    MEMORIES: "memory",
+    ENTITIES: "entity",
+    STATEMENTS: "statement",
+    RELATIONS: "relation",
 }
-_STATE: Final = {b"statement_state": "statement", b"relation_state": "relation"}
+_STATE: Final = {STATEMENT_STATE: "statement", RELATION_STATE: "relation"}
 _TAGS: Final = {"memory": b"m", "entity": b"e", "statement": b"s", "relation": b"r"}
 _RECORDS: Final = {tag: record for record, tag in _TAGS.items()}
 _ID_BYTES: Final = 16
@@ -141,13 +149,9 @@ def read_changes(
     """Up to ``limit`` entries of ``scope`` whose key tail (``u64 lsn ‖ tag ‖ id``) is
     greater than ``after`` (``b""``: from the start), in log order, each with its tail."""
     prefix = scope.key()
-    cursor = txn.cursor(db=store.table(CHANGE_LOG))
     found: list[tuple[bytes, LoggedChange]] = []
-    if not cursor.set_range(prefix + after):
-        return found
-    for raw_key, raw_value in cursor:
-        key = bytes(raw_key)
-        if not key.startswith(prefix) or len(found) >= limit:
+    for key, raw_value in scan(txn, store.table(CHANGE_LOG), prefix, start=prefix + after):
+        if len(found) >= limit:
             break
         tail = key[len(prefix) :]
         if tail <= after or len(tail) != _KEY_TAIL:

@@ -1,4 +1,4 @@
-"""The record clock (SEMANTICS.md §2): nanoseconds, strictly increasing, durable.
+"""The record clock (spec/03-time.md §2): nanoseconds, strictly increasing, durable.
 
 Every write gets its ``recorded_at`` from here. The clock follows the wall
 clock but never goes back: when the wall clock steps back (or two writes land

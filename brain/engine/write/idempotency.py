@@ -1,4 +1,4 @@
-"""Idempotency (WIRE.md §5, DURABILITY.md §4): a repeated write returns its first answer.
+"""Idempotency (spec/05-durability.md §7): a repeated write returns its first answer.
 
 The table maps ``scope ‖ request_id`` to the SHA-256 of the canonical request
 and the encoded answer. Its row is one of the plan's own changes, so it is
@@ -18,6 +18,7 @@ import lmdb
 from brain import cbor
 from brain.engine.store.env import Store
 from brain.engine.store.scope import DEFAULT_SPACE, SCOPE_PREFIX_BYTES, Scope
+from brain.engine.store.tables import IDEMPOTENCY, IDEMPOTENCY_BY_TIME
 from brain.engine.write.plan import Change, Put
 from brain.errors import IdempotencyConflict
 from brain.wire.opcodes import Opcode
@@ -32,14 +33,11 @@ __all__ = [
 ]
 
 DEFAULT_RETENTION_NS: Final = 24 * 3600 * 10**9
-"""Rows are kept at least 24 h (WIRE.md §5); a client retrying later than that
+"""Rows are kept at least 24 h (spec/01-wire.md §4); a client retrying later than that
 may get a second copy, which is why the window is generous."""
 
 SWEEP_BATCH: Final = 10_000
 """Rows deleted per sweep transaction, so a sweep never holds the writer long."""
-
-_TABLE: Final = b"idempotency"
-_BY_TIME: Final = b"idempotency_by_time"
 
 
 def request_digest(opcode: Opcode, request: Message) -> bytes:
@@ -60,7 +58,7 @@ def lookup(
     store: Store, txn: lmdb.Transaction, scope: Scope, request_id: bytes, digest: bytes
 ) -> bytes | None:
     """The stored answer for a repeat of this request, or None for a new request."""
-    raw = txn.get(scope.key(request_id), db=store.table(_TABLE))
+    raw = txn.get(scope.key(request_id), db=store.table(IDEMPOTENCY))
     if raw is None:
         return None
     row = cbor.decode(bytes(raw))
@@ -81,9 +79,9 @@ def row_changes(
     """The changes that remember this request's answer."""
     row = cbor.encode({"hash": digest, "answer": answer, "recorded_at": recorded_at})
     return [
-        Put(_TABLE, scope.key(request_id), row),
+        Put(IDEMPOTENCY, scope.key(request_id), row),
         # scope ‖ recorded_at ‖ request_id: scoped like every key, time-ordered per scope.
-        Put(_BY_TIME, scope.key(recorded_at.to_bytes(8, "big"), request_id), b""),
+        Put(IDEMPOTENCY_BY_TIME, scope.key(recorded_at.to_bytes(8, "big"), request_id), b""),
     ]
 
 
@@ -103,7 +101,7 @@ def sweep(store: Store, older_than: int) -> int:
     the scopes plus the rows removed, not to the table.
     """
     removed = 0
-    by_time, table = store.table(_BY_TIME), store.table(_TABLE)
+    by_time, table = store.table(IDEMPOTENCY_BY_TIME), store.table(IDEMPOTENCY)
     position: bytes | None = b""
     while position is not None:
         with store.env.begin(write=True) as txn:

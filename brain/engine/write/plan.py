@@ -16,15 +16,16 @@ from typing import Final
 import lmdb
 
 from brain import cbor
-from brain.engine.store.env import TABLES, Store
+from brain.engine.store.env import Store
+from brain.engine.store.tables import TABLES
 from brain.errors import InvalidArgument, StorageFault
 
 __all__ = [
-    "Add",
     "COUNTER_BYTES",
+    "PLAN_RECORD_KIND",
+    "Add",
     "Change",
     "Delete",
-    "PLAN_RECORD_KIND",
     "Plan",
     "Put",
     "apply_changes",

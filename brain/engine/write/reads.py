@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import lmdb
 
 from brain.engine.store.env import Store
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
-
-if TYPE_CHECKING:
-    from brain.engine.index.service import Retrieval
 
 __all__ = ["ReadContext"]
 
@@ -25,5 +21,8 @@ class ReadContext:
     now: int
     resolution: Resolution = DEFAULT_RESOLUTION
     """How names resolve (the operator's ``[entities]`` settings)."""
-    retrieval: Retrieval | None = None
-    """The embedder and vector indexes RECALL uses (None where no recall can run)."""
+    retrieval: object | None = None
+    """The embedder and vector indexes RECALL uses: a
+    :class:`brain.engine.index.service.Retrieval`, or None where no recall can run.
+    Typed ``object`` because this layer sits below the index; the recall readers
+    check its type (:func:`brain.engine.recall.search.retrieval_of`)."""

@@ -1,4 +1,4 @@
-"""Transactions (WIRE.md §8, DURABILITY.md §4): buffered writes applied all or none.
+"""Transactions (spec/05-durability.md §8): buffered writes applied all or none.
 
 TXN_BEGIN opens a buffer held in memory by the engine and owned by one
 connection. A write carrying its ``txn_id`` is planned at once against the
@@ -34,9 +34,9 @@ from brain.wire.schema import Message
 
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_MS",
-    "IdSource",
     "MAX_OPEN_TXNS",
     "MAX_TXN_WRITES",
+    "IdSource",
     "OpenTxn",
     "TxnRegistry",
 ]
@@ -166,11 +166,6 @@ class TxnRegistry:
             for txn_id in doomed:
                 del self._open[txn_id]
             return len(doomed)
-
-    def open_count(self) -> int:
-        """Transactions open now."""
-        with self._lock:
-            return len(self._open)
 
     def _expire_locked(self) -> None:
         now = self._clock()

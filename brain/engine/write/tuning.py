@@ -26,7 +26,7 @@ FUZZY_THRESHOLD: Final = 0.8
 """Lowest fuzzy score kept: "Jon Smith" still finds "John Smith" (0.95), "Bob" not "Rob" (0.67)."""
 
 AMBIGUITY_MARGIN: Final = 0.05
-"""Two best candidates this close are a tie to be settled by a review (SEMANTICS.md §7)."""
+"""Two best candidates this close are a tie to be settled by a review (spec/02-data-model.md §4)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ record. Then it appends the batch's records, makes them durable with one
 fsync (group commit), records ``applied_lsn`` and commits LMDB once. Only
 then are the jobs answered: an answer means the write is in the WAL on disk.
 
-Failure rules (DURABILITY.md §2): a failed WAL fsync aborts the LMDB
+Failure rules (spec/05-durability.md §6): a failed WAL fsync aborts the LMDB
 transaction, fails the batch with ``UNAVAILABLE`` and turns the writer
 read-only until a restart; it never retries the fsync. ``MDB_MAP_FULL`` grows
 the map and replans the batch, which is safe because nothing was logged yet.
@@ -37,7 +37,7 @@ from brain.engine.write.transactions import IdSource
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.errors import BrainError, Internal, StorageFault, Unavailable
 
-__all__ = ["Failed", "MAX_BATCH", "Outcome", "PlanContext", "Replay", "Writer", "staged"]
+__all__ = ["MAX_BATCH", "Failed", "Outcome", "PlanContext", "Replay", "Writer", "staged"]
 
 log = logging.getLogger("brain.engine")
 
@@ -235,32 +235,8 @@ class Writer:
                 continue
             if first is _STOP:
                 break
-            batch = [first]
-            stop_after = False
-            while len(batch) < MAX_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop_after = True
-                    break
-                batch.append(item)
-            jobs = [job for job in batch if isinstance(job, _Job)]
-            maintenance = [item for item in batch if isinstance(item, _Maintenance)]
-            try:
-                if jobs:
-                    self._run(jobs)
-            except Exception:  # a bug: fail the batch, keep serving
-                log.exception("writer batch failed")
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(Internal("the writer failed; see the server log"))
-            for item in maintenance:
-                try:
-                    item.future.set_result(item.run())
-                except Exception as exc:
-                    item.future.set_exception(exc)
+            batch, stop_after = self._take_batch(first)
+            self._serve(batch)
             self._maybe_checkpoint()
             self._idle()
             if stop_after:
@@ -268,6 +244,39 @@ class Writer:
         self._drain_after_stop()
         if not self.read_only:
             self.checkpoint()
+
+    def _take_batch(self, first: object) -> tuple[list[object], bool]:
+        """``first`` and whatever else is queued behind it, up to :data:`MAX_BATCH`
+        items; True when a stop came in (it ends the batch, which is still served)."""
+        batch = [first]
+        while len(batch) < MAX_BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _serve(self, batch: list[object]) -> None:
+        """The batch's writes as one group commit, then its maintenance work, run with
+        no write transaction open."""
+        jobs = [job for job in batch if isinstance(job, _Job)]
+        maintenance = [item for item in batch if isinstance(item, _Maintenance)]
+        try:
+            if jobs:
+                self._run(jobs)
+        except Exception:  # a bug: fail the batch, keep serving
+            log.exception("writer batch failed")
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(Internal("the writer failed; see the server log"))
+        for item in maintenance:
+            try:
+                item.future.set_result(item.run())
+            except Exception as exc:
+                item.future.set_exception(exc)
 
     def _idle(self) -> None:
         """Run the idle hook (periodic maintenance) when nothing is queued."""

@@ -1,4 +1,4 @@
-"""Bases and rules shared by the data requests (WIRE.md §5).
+"""Bases and rules shared by the data requests (spec/01-wire.md §4).
 
 Every data request may name a ``space``; every write carries the idempotency key
 ``request_id``; writes that may join a transaction carry ``txn_id``. The bases
@@ -23,10 +23,10 @@ from brain.wire.messages.values import Id, Nanos, Space, UInt
 from brain.wire.schema import Len, Message, wire_message
 
 __all__ = [
+    "MAX_REASON_CHARS",
     "ByIdRequest",
     "HasValidity",
     "HasVector",
-    "MAX_REASON_CHARS",
     "Reason",
     "ScopedRequest",
     "Tombstoned",
@@ -55,7 +55,7 @@ class ScopedRequest(Message):
 
 @wire_message
 class WriteRequest(ScopedRequest):
-    """A write: ``request_id`` is its idempotency key (WIRE.md §5)."""
+    """A write: ``request_id`` is its idempotency key (spec/01-wire.md §4)."""
 
     request_id: Id
 
@@ -71,7 +71,7 @@ class TxnWriteRequest(WriteRequest):
 class ByIdRequest(ScopedRequest):
     """A read of one record by ``id``.
 
-    ``txn_id`` (an addition to WIRE.md §8, which says reads inside a transaction
+    ``txn_id`` (an addition to spec/01-wire.md §9, which says reads inside a transaction
     see its own writes but gives reads no way to name one) reads the state as
     the transaction's buffered writes would leave it.
     """
@@ -114,7 +114,7 @@ class HasValidity(Protocol):
 
 
 def check_vector(message: HasVector) -> None:
-    """``vector`` holds whole, finite float32 values (WIRE.md §2)."""
+    """``vector`` holds whole, finite float32 values (spec/01-wire.md §2)."""
     vector = message.vector
     if vector is None:
         return
@@ -130,7 +130,7 @@ def check_vector(message: HasVector) -> None:
 
 
 def check_validity(message: HasValidity) -> None:
-    """``valid_from ≤ valid_to`` when both are given (WIRE.md §8)."""
+    """``valid_from ≤ valid_to`` when both are given (spec/01-wire.md §9)."""
     start, end = message.valid_from, message.valid_to
     if start is not None and end is not None and start > end:
         raise InvalidArgument("valid_to must not be before valid_from", field="valid_to")

@@ -1,4 +1,4 @@
-"""Connection control: HELLO, AUTH, PING, BYE, CANCEL_STREAM and ERROR (WIRE.md §3, §6)."""
+"""Connection control: HELLO, AUTH, PING, BYE, CANCEL_STREAM and ERROR (spec/01-wire.md §3, §5)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class CancelStreamOk(Message):
 
 @wire_message
 class ErrorMessage(Message):
-    """ERROR (opcode 0x00FF): one error, as WIRE.md §6 lays it out."""
+    """ERROR (opcode 0x00FF): one error, as spec/01-wire.md §5 lays it out."""
 
     code: Annotated[int, Range(0, 0xFFFF)]
     name: str

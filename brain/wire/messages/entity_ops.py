@@ -11,6 +11,7 @@ from brain.wire.messages.values import Cursor, Id, Limit, Name, UInt
 from brain.wire.schema import Choice, Finite, Len, Message, Range, wire_message
 
 __all__ = [
+    "MAX_ALIASES",
     "EntityCreate",
     "EntityCreateOk",
     "EntityGet",
@@ -28,7 +29,6 @@ __all__ = [
     "EntityUnmergeOk",
     "EntityUpdate",
     "EntityUpdateOk",
-    "MAX_ALIASES",
 ]
 
 MAX_ALIASES: Final = 256
@@ -41,7 +41,7 @@ MatchScore = Annotated[float, Range(0.0, 1.0), Finite()]
 """How well a name matched: 1.0 for exact and alias matches, the fuzzy ratio below."""
 
 MatchTier = Annotated[str, Choice(("exact", "alias", "fuzzy"))]
-"""Which resolution step matched (SEMANTICS.md §7)."""
+"""Which resolution step matched (spec/02-data-model.md §4)."""
 
 
 @wire_message
@@ -101,7 +101,7 @@ def _distinct_entities(merge: EntityMerge) -> None:
 
 @wire_message
 class EntityMerge(WriteRequest):
-    """ENTITY_MERGE: point ``merge`` at ``keep`` and move its aliases (SEMANTICS.md §7)."""
+    """ENTITY_MERGE: point ``merge`` at ``keep`` and move its aliases (spec/02-data-model.md §4)."""
 
     keep: Id
     merge: Id

@@ -1,4 +1,4 @@
-"""Memories: ENCODE, MEMORY_GET and FORGET (WIRE.md §8)."""
+"""Memories: ENCODE, MEMORY_GET and FORGET (spec/02-data-model.md §3)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Encode(TxnWriteRequest):
 
     Without ``vector`` the server embeds the text. The same text in the same
     space is stored once. ``override_forgotten`` allows text that was
-    hard-forgotten before (audited; SEMANTICS.md §4)."""
+    hard-forgotten before (audited; spec/02-data-model.md §3)."""
 
     text: MemoryText
     occurred_at: Nanos | None = None
@@ -60,7 +60,7 @@ class MemoryGetOk(Message):
 
 @wire_message
 class Forget(WriteRequest):
-    """FORGET: forget a memory, softly or for good (SEMANTICS.md §4)."""
+    """FORGET: forget a memory, softly or for good (spec/02-data-model.md §3)."""
 
     memory: Id
     mode: ForgetMode

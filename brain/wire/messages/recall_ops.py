@@ -1,4 +1,4 @@
-"""RECALL and EXPLAIN: hybrid retrieval and its account (WIRE.md §8, SEMANTICS.md §6)."""
+"""RECALL and EXPLAIN: hybrid retrieval and its account (spec/04-retrieval.md §5, §6)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ from brain.wire.messages.values import (
 from brain.wire.schema import Choice, Finite, Len, Message, Range, wire_message
 
 __all__ = [
+    "MAX_CUE_CHARS",
+    "MAX_PREDICATE_FILTER",
+    "MAX_TOP_K",
     "ArmWeights",
     "Candidates",
     "Coverage",
@@ -30,19 +33,16 @@ __all__ = [
     "ExplainOk",
     "ExplainRequest",
     "Hit",
-    "MAX_CUE_CHARS",
-    "MAX_PREDICATE_FILTER",
-    "MAX_TOP_K",
+    "RankedHit",
     "Ranks",
     "Recall",
     "RecallOk",
-    "RankedHit",
     "Survivors",
     "Timings",
 ]
 
 MAX_TOP_K: Final = MAX_LIST_LIMIT
-"""Most hits one RECALL returns (WIRE.md §8)."""
+"""Most hits one RECALL returns (spec/04-retrieval.md §6)."""
 
 MAX_CUE_CHARS: Final = 64 * 1024
 """Longest cue: a query, possibly a whole conversation turn, never a corpus."""
@@ -210,7 +210,7 @@ class Explain(Message):
 
 
 def _abstains_when_empty(answer: RecallOk) -> None:
-    """Zero hits answer ``abstained: true`` (SEMANTICS.md §6.4)."""
+    """Zero hits answer ``abstained: true`` (spec/04-retrieval.md §6)."""
     if not answer.hits and not answer.abstained:
         raise InvalidArgument("an answer without hits must abstain", field="abstained")
 

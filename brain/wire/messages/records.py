@@ -1,4 +1,4 @@
-"""The record shapes answers carry: Statement, Entity, Relation, Memory (WIRE.md §8).
+"""The record shapes answers carry: Statement, Entity, Relation, Memory (spec/01-wire.md §9).
 
 Also the pieces several families share: evidence entries, enumerations and the
 bounded text kinds. Requests are untrusted and carry tight limits (in the
@@ -29,6 +29,10 @@ from brain.wire.messages.values import (
 from brain.wire.schema import Choice, Len, Message, Range, wire_message
 
 __all__ = [
+    "MAX_CONTEXT_CHARS",
+    "MAX_EVIDENCE",
+    "MAX_MEMORY_TEXT_CHARS",
+    "MAX_SOURCE_CHARS",
     "ChainVersion",
     "Citation",
     "Context",
@@ -36,10 +40,6 @@ __all__ = [
     "Evidence",
     "EvidenceList",
     "ForgetMode",
-    "MAX_CONTEXT_CHARS",
-    "MAX_EVIDENCE",
-    "MAX_MEMORY_TEXT_CHARS",
-    "MAX_SOURCE_CHARS",
     "Memory",
     "MemoryText",
     "Relation",
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 MAX_MEMORY_TEXT_CHARS: Final = 1024 * 1024
-"""Longest memory text: the CBOR layer already caps any text at 1 MiB (WIRE.md §2)."""
+"""Longest memory text: the CBOR layer already caps any text at 1 MiB (spec/01-wire.md §2)."""
 
 MAX_CONTEXT_CHARS: Final = 64 * 1024
 """Longest memory context: a note on where the memory came from, not a second document."""
@@ -72,7 +72,7 @@ Source = Annotated[str, Len(1, MAX_SOURCE_CHARS)]
 """Who or what produced a statement."""
 
 ForgetMode = Annotated[str, Choice(("soft", "hard"))]
-"""How strongly a memory is forgotten (SEMANTICS.md §4)."""
+"""How strongly a memory is forgotten (spec/02-data-model.md §3)."""
 
 TombstoneReason = Annotated[str, Choice(("user_request", "source_forgotten", "retracted"))]
 """Why a statement was tombstoned."""
@@ -101,7 +101,7 @@ EvidenceList = Annotated[tuple[Evidence, ...], Len(0, MAX_EVIDENCE)]
 @wire_message
 class Citation(Message):
     """``{memory: id, sha256: bytes32}``: evidence in a RECALL hit, always with the hash
-    a client checks against MEMORY_GET (SEMANTICS.md §6.5)."""
+    a client checks against MEMORY_GET (spec/04-retrieval.md §6)."""
 
     memory: Id
     sha256: Sha256
@@ -111,7 +111,7 @@ _CONTENT_FIELDS: Final = ("kind", "subject", "predicate", "object_", "confidence
 """What a statement that is not retracted always shows."""
 
 _HUSK_GONE: Final = ("subject", "object_", "evidence", "source")
-"""What a retracted statement no longer has (WIRE.md §8)."""
+"""What a retracted statement no longer has (spec/01-wire.md §9)."""
 
 
 def _statement_shape(statement: Statement) -> None:
@@ -130,7 +130,7 @@ def _statement_shape(statement: Statement) -> None:
 
 @wire_message
 class Statement(Message):
-    """A statement as answers show it (WIRE.md §8).
+    """A statement as answers show it (spec/01-wire.md §9).
 
     ``kind``, ``subject``, ``predicate``, ``object``, ``confidence`` and ``evidence``
     are present unless the statement is retracted (``tombstone_reason ==
@@ -199,7 +199,7 @@ class Relation(Message):
 
 
 def _memory_shape(memory: Memory) -> None:
-    """A hard-forgotten memory has no text (WIRE.md §8)."""
+    """A hard-forgotten memory has no text (spec/01-wire.md §9)."""
     if memory.forgotten == "hard" and memory.text is not None:
         raise InvalidArgument("a hard-forgotten memory has no text", field="text")
 

@@ -1,4 +1,4 @@
-"""Relations: RELATION_CREATE, GET, SUPERSEDE, TOMBSTONE, LIST, TRAVERSE (WIRE.md §8).
+"""Relations: RELATION_CREATE, GET, SUPERSEDE, TOMBSTONE, LIST, TRAVERSE (spec/02-data-model.md §8).
 
 GET, SUPERSEDE and TOMBSTONE have the shapes of their statement counterparts.
 """
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 MAX_TRAVERSE_DEPTH: Final = 5
-"""Deepest traversal (WIRE.md §8): the frontier grows geometrically with each hop."""
+"""Deepest traversal (spec/02-data-model.md §8): the frontier grows geometrically with each hop."""
 
 MAX_TRAVERSE_TYPES: Final = 256
 """Most relation types one traversal filters on: a schema declares a few dozen."""
@@ -87,7 +87,7 @@ class RelationDraft(Message):
 @wire_message
 class RelationCreate(RelationDraft):
     """RELATION_CREATE: a typed edge. A type with a constrained cardinality supersedes
-    the current edge on its constrained end (SEMANTICS.md §3)."""
+    the current edge on its constrained end (spec/03-time.md §4)."""
 
     space: Space | None = None
     request_id: Id

@@ -1,4 +1,4 @@
-"""The review queue: REVIEW_LIST and REVIEW_DECIDE (WIRE.md §8, SEMANTICS.md §3, §7)."""
+"""The review queue: REVIEW_LIST and REVIEW_DECIDE (spec/02-data-model.md §7)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class ReviewItem(Message):
     records: Annotated[tuple[Id, ...], Len(1, None)]
     created_at: Nanos
     name: Name | None = None
-    """For ``ambiguous_entity``: the name the writes gave (an extension of WIRE.md §8,
+    """For ``ambiguous_entity``: the name the writes gave (an extension of spec/02-data-model.md §7,
     which has no other way to show it)."""
     type_: Name | None = None
     """For ``ambiguous_entity``: the type the writes gave with the name, if any."""

@@ -1,4 +1,4 @@
-"""The space's vocabulary: SCHEMA_PUT and SCHEMA_GET (WIRE.md §8, SEMANTICS.md §3).
+"""The space's vocabulary: SCHEMA_PUT and SCHEMA_GET (spec/02-data-model.md §6, spec/03-time.md §4).
 
 Predicates and relation types not declared are open vocabulary: not stateful,
 many-to-many.

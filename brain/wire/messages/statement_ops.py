@@ -48,7 +48,7 @@ __all__ = [
 
 
 def _check_event_at(draft: StatementDraft) -> None:
-    """``event_at`` is required for and only for events (WIRE.md §8)."""
+    """``event_at`` is required for and only for events (spec/02-data-model.md §5)."""
     if draft.kind == "event" and draft.event_at is None:
         raise InvalidArgument("event_at is required for an event", field="event_at")
     if draft.kind != "event" and draft.event_at is not None:
@@ -124,7 +124,7 @@ class StatementGetOk(Message):
 @wire_message
 class StatementSupersede(TxnWriteRequest):
     """STATEMENT_SUPERSEDE: replace the current statement ``old`` by ``new``
-    (SEMANTICS.md §3)."""
+    (spec/03-time.md §4)."""
 
     old: Id
     new: StatementDraft
@@ -177,7 +177,7 @@ class StatementHistoryOk(Message):
 
 @wire_message
 class StatementList(ScopedRequest):
-    """STATEMENT_LIST: statements through RECALL's filter chain (SEMANTICS.md §6,
+    """STATEMENT_LIST: statements through RECALL's filter chain (spec/04-retrieval.md §5,
     steps 1 to 6), ordered by ``recorded_at``. ``limit`` defaults to 100 (server)."""
 
     subject: Ref | None = None

@@ -1,4 +1,4 @@
-"""Change feeds: SUBSCRIBE and UNSUBSCRIBE (WIRE.md §8).
+"""Change feeds: SUBSCRIBE and UNSUBSCRIBE (spec/02-data-model.md §10).
 
 A subscription's answer stream stays open: each frame is one :class:`ChangeEvent`,
 replayed from ``from_lsn`` first, then live. UNSUBSCRIBE (or CANCEL_STREAM) ends it
@@ -14,15 +14,15 @@ from brain.wire.messages.values import Id, Nanos, UInt
 from brain.wire.schema import Choice, Len, Message, Range, TextPattern, wire_message
 
 __all__ = [
-    "ChangeEvent",
     "RECORD_KINDS",
+    "ChangeEvent",
     "Subscribe",
     "SubscriptionEnded",
     "Unsubscribe",
 ]
 
 RECORD_KINDS: Final = ("memory", "statement", "entity", "relation")
-"""The record kinds a change feed reports (SEMANTICS.md §1)."""
+"""The record kinds a change feed reports (spec/02-data-model.md §1)."""
 
 RecordKind = Annotated[str, Choice(RECORD_KINDS)]
 """A kind of record."""

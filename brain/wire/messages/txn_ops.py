@@ -1,7 +1,7 @@
-"""Transactions: TXN_BEGIN, TXN_COMMIT, TXN_ABORT (WIRE.md §8).
+"""Transactions: TXN_BEGIN, TXN_COMMIT, TXN_ABORT (spec/05-durability.md §8).
 
 A transaction is named by ``txn_id`` alone. Its requests accept ``space`` like every
-data request (WIRE.md §5); each buffered write names its own space.
+data request (spec/01-wire.md §4); each buffered write names its own space.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Field types shared by many messages: ids, times, scopes, refs and values.
 
-Each alias is a type plus the constraints WIRE.md §2 and §4 put on it, so a
+Each alias is a type plus the constraints spec/01-wire.md §2 and §4 put on it, so a
 message field declared as ``Id`` is a 16-byte byte string wherever it appears.
 """
 
@@ -20,16 +20,16 @@ from brain.wire.schema import (
 )
 
 __all__ = [
+    "MAX_LIST_LIMIT",
+    "MAX_PREDICATE_CHARS",
     "Confidence",
     "Cursor",
     "EntityRef",
     "Id",
     "Limit",
-    "MAX_LIST_LIMIT",
-    "MAX_PREDICATE_CHARS",
     "MemoryRef",
-    "Nanos",
     "NameRef",
+    "Nanos",
     "PendingRef",
     "Predicate",
     "Ref",
@@ -47,7 +47,7 @@ I64_MIN: Final = -(1 << 63)
 I64_MAX: Final = (1 << 63) - 1
 
 MAX_LIST_LIMIT: Final = 1000
-"""Largest page a list operation returns (WIRE.md §8, STATEMENT_LIST)."""
+"""Largest page a list operation returns (spec/01-wire.md §9, STATEMENT_LIST)."""
 
 MAX_NAME_CHARS: Final = 1024
 """Longest entity name, alias or entity type: names are labels, not documents."""
@@ -63,7 +63,7 @@ MAX_VECTOR_BYTES: Final = 4 * 8192
 """Longest embedding: 8192 float32 values, twice the widest common embedding model."""
 
 Id = Annotated[bytes, Len(16, 16)]
-"""A record id: 16 bytes, UUIDv7 (WIRE.md §2)."""
+"""A record id: 16 bytes, UUIDv7 (spec/01-wire.md §2)."""
 
 Sha256 = Annotated[bytes, Len(32, 32)]
 """A SHA-256 digest."""
@@ -81,7 +81,7 @@ Confidence = Annotated[float, Range(0.0, 1.0), Finite()]
 """A confidence in [0, 1], never NaN."""
 
 Space = Annotated[str, TextPattern(r"[a-z0-9_.\-]{1,64}", "1-64 characters of [a-z0-9_.-]")]
-"""A space name within the key's namespace (WIRE.md §4)."""
+"""A space name within the key's namespace (spec/01-wire.md §4)."""
 
 Name = Annotated[str, Len(1, MAX_NAME_CHARS)]
 """An entity name, alias or entity type. Stored predicates and relation types are
@@ -106,7 +106,7 @@ Cursor = Annotated[bytes, Len(1, MAX_CURSOR_BYTES)]
 """An opaque list cursor: returned by one page, sent back unchanged for the next."""
 
 Vector = Annotated[bytes, Len(4, MAX_VECTOR_BYTES)]
-"""An embedding: little-endian float32 values (WIRE.md §2). Messages holding one also
+"""An embedding: little-endian float32 values (spec/01-wire.md §2). Messages holding one also
 run :func:`brain.wire.messages.common.check_vector` for the whole-float rule."""
 
 
@@ -212,4 +212,4 @@ Value = (
     | MemoryValue
     | StatementValue
 )
-"""A statement's object (WIRE.md §8)."""
+"""A statement's object (spec/01-wire.md §9)."""

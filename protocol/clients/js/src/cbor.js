@@ -4,7 +4,7 @@
 // Decoding is the npm library cborg (pure JavaScript, no dependencies of its
 // own): its decodeFirst() builds the values, accepts integer heads longer
 // than needed (as the server does) and refuses duplicate keys, with a token
-// reader of ours in front of its own that adds the server's rules (WIRE.md §2,
+// reader of ours in front of its own that adds the server's rules (spec/01-wire.md §2,
 // spec/01-wire.md §2): nesting depth, item counts, text size, counts checked
 // against the bytes left, strict UTF-8 that keeps a leading U+FEFF, a break
 // only where an indefinite item is open, no array or map as a map key, two-byte
@@ -50,13 +50,13 @@
 
 import { Token, Tokenizer, Type, decodeFirst as cborgDecodeFirst } from 'cborg';
 
-/** Deepest nesting of arrays, maps and tags accepted (WIRE.md §2). */
+/** Deepest nesting of arrays, maps and tags accepted (spec/01-wire.md §2). */
 export const MAX_DEPTH = 32;
-/** Most items in one array (WIRE.md §2). */
+/** Most items in one array (spec/01-wire.md §2). */
 export const MAX_ARRAY_LENGTH = 100_000;
 /** Most pairs in one map: the array bound, for the same reason. */
 export const MAX_MAP_LENGTH = 100_000;
-/** Largest text string in UTF-8 bytes (WIRE.md §2). */
+/** Largest text string in UTF-8 bytes (spec/01-wire.md §2). */
 export const MAX_TEXT_BYTES = 1024 * 1024;
 /** Largest integer magnitude JSON and the wire's mirror carry as a plain number. */
 export const MAX_PLAIN_INTEGER = 2 ** 53;

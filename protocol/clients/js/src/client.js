@@ -1,4 +1,4 @@
-// A pipelined connection to a Brain server over TCP (WIRE.md §3,
+// A pipelined connection to a Brain server over TCP (spec/01-wire.md §3,
 // spec/01-wire.md §8).
 //
 //   const client = await Client.connect({ host, port, apiKey });
@@ -29,7 +29,7 @@ import {
   decodeMessage, encodePayload, shapeFields,
 } from './wire.js';
 
-/** The server's default wire port (WIRE.md §1). */
+/** The server's default wire port (spec/01-wire.md §1). */
 export const DEFAULT_PORT = 9090;
 /** How this client names itself in HELLO. */
 export const DEFAULT_CLIENT_NAME = 'brain-js/0.1.0';

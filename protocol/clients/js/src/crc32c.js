@@ -1,5 +1,5 @@
 // CRC32C (Castagnoli), the checksum of both CRC fields of a frame header
-// (WIRE.md §1). Not zlib's CRC32: the polynomial differs, and so does every
+// (spec/01-wire.md §1). Not zlib's CRC32: the polynomial differs, and so does every
 // answer. Table-driven, one byte at a time; frames are small enough that the
 // slicing-by-8 variants are not worth their code.
 

@@ -235,7 +235,7 @@ export function registeredErrors() {
 }
 
 /**
- * Rebuild the typed error an ERROR payload describes (WIRE.md §6).
+ * Rebuild the typed error an ERROR payload describes (spec/01-wire.md §5).
  * @param {{code: number, name: string, message: string, retryable: boolean, field?: string, retry_after_ms?: number|bigint}} payload
  * @returns {BrainError}
  */

@@ -1,4 +1,4 @@
-// Frames: the fixed 32-byte header of WIRE.md §1 and an incremental reader.
+// Frames: the fixed 32-byte header of spec/01-wire.md §1 and an incremental reader.
 // No I/O here: FrameReader takes whatever bytes arrived and hands back the
 // whole frames they complete, validating each header the moment its 32 bytes
 // are in, so an oversize length is refused before any payload is buffered.
@@ -13,7 +13,7 @@ export const HEADER_SIZE = 32;
 export const FLAG_EOS = 0x80;
 /** The payload length field is 24 bits wide; nothing can exceed it. */
 export const MAX_FRAME_CEILING = 2 ** 24 - 1;
-/** The negotiated payload limit before WELCOME says otherwise (WIRE.md §1). */
+/** The negotiated payload limit before WELCOME says otherwise (spec/01-wire.md §1). */
 export const DEFAULT_MAX_FRAME = MAX_FRAME_CEILING;
 /** Stream ids are u32. */
 export const MAX_STREAM_ID = 2 ** 32 - 1;

@@ -320,7 +320,7 @@ export class PayloadError extends Error {
 }
 
 /**
- * Decode a payload: one CBOR map with text keys; empty means the empty map (WIRE.md §2).
+ * Decode a payload: one CBOR map with text keys; empty means the empty map (spec/01-wire.md §2).
  * @param {Uint8Array} payload
  * @returns {Record<string, unknown>}
  */

@@ -12,6 +12,6 @@ test('CRC32C of nothing is 0, and it continues across pieces', () => {
   assert.equal(crc32c(Buffer.from(', world'), crc32c(Buffer.from('hello'))), whole);
 });
 
-test('the payload CRC of WIRE.md §1 PING example', () => {
+test('the payload CRC of spec/01-wire.md §1 PING example', () => {
   assert.equal(crc32c(Buffer.from('a1656e6f6e636507', 'hex')), 0x3e8e706f);
 });

@@ -1,4 +1,4 @@
-// Every golden vector of protocol/vectors/golden.json, as tests/unit/test_golden.py
+// Every golden vector of protocol/vectors/golden.json, as tests/unit/wire/test_golden.py
 // checks them on the Python side: read whole, one byte at a time, and followed by
 // part of a next frame; the payload decodes to the JSON mirror; and both the
 // decoded value and the mirror encode back to the exact bytes.
@@ -90,7 +90,7 @@ for (const vector of VECTORS) {
   });
 }
 
-test('WIRE.md §1 examples: PING on stream 1 and HELLO on stream 0', () => {
+test('spec/01-wire.md §1 examples: PING on stream 1 and HELLO on stream 0', () => {
   const ping = encodeFrame(0x0010, 1, encodePayload(0x0010, { nonce: 7 }));
   assert.equal(ping.toString('hex'), '42524e30010010009489c62500000001000008003e8e706f0000000000000000a1656e6f6e636507');
   const hello = encodeFrame(0x0001, 0, encodePayload(0x0001, { client: 'demo/1', versions: [1] }));

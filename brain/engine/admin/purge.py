@@ -1,0 +1,77 @@
+"""Purge: forgotten content physically leaves every file of the data directory.
+
+A hard forget or a retraction removes a text from the records at once, but its
+bytes stay in freed LMDB pages, in WAL segments and in the HNSW indexes until
+a purge (``spec/06-operations.md``). A purge runs on the writer thread between
+batches; the database also starts one on its own when the writer is idle and
+:data:`PURGE_INTERVAL_S` has passed since the last.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Final
+
+from brain.engine.index.vectors import VectorIndexes
+from brain.engine.store.env import Store
+from brain.engine.store.tables import PURGE_QUEUE
+from brain.engine.write.writer import Writer
+
+__all__ = ["PURGE_INTERVAL_S", "Purger"]
+
+log = logging.getLogger("brain.engine")
+
+PURGE_INTERVAL_S: Final = 300.0
+"""Least time between two purges the database starts on its own after a hard
+forget or a retraction: a purge rewrites the whole data file, so a burst of
+forgets is purged together, within five minutes."""
+
+
+class Purger:
+    """The purges of one open database: on demand, and on its own schedule."""
+
+    def __init__(self, store: Store, writer: Writer, indexes: VectorIndexes) -> None:
+        self._store = store
+        self._writer = writer
+        self._indexes = indexes
+        self._last = time.monotonic()
+        self.count = 0
+        """Purges run since the database opened (written on the writer thread only)."""
+
+    def pending(self) -> int:
+        """Documents whose text left the store since the last purge."""
+        with self._store.read() as txn:
+            return int(txn.stat(self._store.table(PURGE_QUEUE))["entries"])
+
+    def purge(self) -> int:
+        """Purge now, between two batches of the writer; return how many documents'
+        texts were pending (see :meth:`_purge_now`)."""
+        result = self._writer.between_batches(self._purge_now).result()
+        assert isinstance(result, int)
+        return result
+
+    def on_idle(self) -> None:
+        """The periodic purge (the writer's idle hook: its thread, between batches)."""
+        # Read at each call, not bound at import: tests shorten the interval.
+        if time.monotonic() - self._last < PURGE_INTERVAL_S:
+            return
+        if self.pending():
+            self._purge_now()
+
+    def _purge_now(self) -> int:
+        """On the writer thread, between batches: every record logged so far leaves
+        the WAL (a new segment, then a checkpoint), the LMDB file is rewritten with
+        its live pages only, and the HNSW indexes holding deleted vectors are rebuilt
+        and saved. Snapshots taken before stay as they were: they are backups."""
+        pending = self.pending()
+        self._writer.force_checkpoint()
+        with self._store.env.begin(write=True) as txn:
+            # Bookkeeping, not data: nothing to log, and a crash only purges again.
+            txn.drop(self._store.table(PURGE_QUEUE), delete=False)
+        self._store.compact()
+        self._indexes.rebuild_deleted(self._store)
+        self._last = time.monotonic()
+        self.count += 1
+        log.info("purged forgotten content of %d documents", pending)
+        return pending

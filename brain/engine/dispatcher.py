@@ -1,0 +1,200 @@
+"""The opcodes of one open database, run: writes through the writer, reads in a snapshot.
+
+:class:`Dispatcher` takes a validated request and runs it where its opcode
+belongs (:mod:`brain.engine.dispatch` says which planner or reader serves it):
+a write is planned on the writer thread (:mod:`brain.engine.planner` wraps it
+with idempotency and the change log); a read runs on the caller's thread in a
+read-only LMDB transaction; the transaction opcodes keep their open
+transactions in a :class:`~brain.engine.write.transactions.TxnRegistry`.
+
+It lives beside :mod:`brain.engine.dispatch` rather than in it because the
+planner reads that module's tables, and the dispatcher calls the planner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Final
+
+from brain import cbor
+from brain.engine.dispatch import READS, WRITES, ReadHandler
+from brain.engine.index.service import Retrieval
+from brain.engine.planner import plan_buffered, plan_commit, plan_single, read_in_txn
+from brain.engine.store.env import Store
+from brain.engine.store.scope import Scope
+from brain.engine.write import budget
+from brain.engine.write.change_log import LoggedChange, read_changes
+from brain.engine.write.reads import ReadContext
+from brain.engine.write.transactions import TxnRegistry
+from brain.engine.write.tuning import Resolution
+from brain.engine.write.writer import Outcome, PlanContext, Writer
+from brain.errors import BrainError, Unavailable
+from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
+from brain.wire.opcodes import Opcode
+from brain.wire.registry import response_class
+from brain.wire.schema import Message
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("brain.engine")
+
+_TXN_OPCODES: Final = frozenset({Opcode.TXN_BEGIN, Opcode.TXN_COMMIT, Opcode.TXN_ABORT})
+
+Listener = Callable[[object], None]
+"""Called on the writer thread with the plans of each batch it committed."""
+
+
+class Dispatcher:
+    """Runs the requests of one open database."""
+
+    def __init__(
+        self,
+        store: Store,
+        writer: Writer,
+        retrieval: Retrieval,
+        *,
+        txns: TxnRegistry,
+        resolution: Resolution,
+        listeners: list[Listener],
+    ) -> None:
+        """``listeners`` is the list the writer's ``on_applied`` hook calls in turn;
+        :meth:`on_applied` adds to it."""
+        self._store = store
+        self._writer = writer
+        self._retrieval = retrieval
+        self._txns = txns
+        self._resolution = resolution
+        self._listeners = listeners
+
+    @staticmethod
+    def handles(opcode: Opcode) -> bool:
+        """True when this build implements ``opcode``."""
+        return opcode in WRITES or opcode in READS or opcode in _TXN_OPCODES
+
+    @staticmethod
+    def is_write(opcode: Opcode) -> bool:
+        """True for opcodes that go through the writer."""
+        return opcode in WRITES or opcode is Opcode.TXN_COMMIT
+
+    def submit(
+        self,
+        namespace: str,
+        opcode: Opcode,
+        request: Message,
+        *,
+        owner: bytes = b"",
+        actor: bytes = b"",
+    ) -> Future[bytes]:
+        """Queue a write; the future gives the encoded answer payload or raises a BrainError.
+
+        ``owner`` names the connection, which owns the transactions it opens;
+        ``actor`` is the key id the audit log records.
+        """
+
+        def submit(plan: Callable[[PlanContext], Outcome]) -> Future[bytes]:
+            # Every planner sees who asked, for the audit log.
+            return self._writer.submit(lambda ctx: plan(dataclasses.replace(ctx, actor=actor)))
+
+        if opcode is Opcode.TXN_COMMIT:
+            assert isinstance(request, TxnCommit)
+            return submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
+        if opcode not in WRITES:
+            raise Unavailable(f"{opcode.name} is not available in this build")
+        budget.check_write(opcode, request, budget=budget.WRITE_BUDGET)
+        txn_id: bytes | None = getattr(request, "txn_id", None)
+        if txn_id is not None:
+            return submit(
+                lambda ctx: plan_buffered(
+                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
+                )
+            )
+        return submit(lambda ctx: plan_single(ctx, namespace, opcode, request))
+
+    def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
+        """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
+        if opcode is Opcode.TXN_BEGIN:
+            assert isinstance(request, TxnBegin)
+            return TxnBegun(txn_id=self._txns.begin(namespace, owner, request.timeout_ms))
+        if opcode is Opcode.TXN_ABORT:
+            assert isinstance(request, TxnAbort)
+            self._txns.take(request.txn_id, namespace)
+            return TxnAborted()
+        handler = READS.get(opcode)
+        if handler is None:
+            raise Unavailable(f"{opcode.name} is not available in this build")
+        txn_id: bytes | None = getattr(request, "txn_id", None)
+        if txn_id is not None:
+            # Through the writer: the buffered writes are replayed in a nested
+            # transaction of its batch, so the read sees them (and nothing leaks).
+            future = self._writer.submit(
+                lambda ctx: read_in_txn(
+                    ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
+                )
+            )
+            return response_class(opcode).from_wire(cbor.decode(future.result()))
+        space: str | None = getattr(request, "space", None)
+        scope = Scope.of(namespace, space)
+        if opcode in (Opcode.RECALL, Opcode.EXPLAIN):
+            # A recall sees every write acknowledged before it: wait for their vectors.
+            wanted = self._writer.applied_lsn
+            retrieval = self._retrieval
+            if not retrieval.indexer.wait_for(wanted, retrieval.index_wait_s):
+                log.warning("recall ran before the indexer reached LSN %d", wanted)
+        try:
+            return self._read_snapshot(handler, scope, request)
+        except BrainError as exc:
+            # The traceback of a refused read holds its frames, and through them its
+            # LMDB transaction, whose reader slot is freed only when that object dies.
+            # The answers of a burst of refusals (NOT_FOUND for unknown ids) wait for
+            # the event loop, up to one per open stream, and would hold as many slots
+            # (MDB_READERS_FULL). The caller needs the error, not where it arose.
+            exc.__context__ = None
+            raise exc.with_traceback(None) from None
+
+    def _read_snapshot(self, handler: ReadHandler, scope: Scope, request: Message) -> Message:
+        with self._store.read() as txn:
+            now = self._writer.clock.now()
+            context = ReadContext(self._store, txn, now, self._resolution, self._retrieval)
+            return handler(context, scope, request)
+
+    def execute(
+        self,
+        namespace: str,
+        opcode: Opcode,
+        request: Message,
+        *,
+        owner: bytes = b"",
+        actor: bytes = b"",
+    ) -> Message:
+        """Run any operation and wait for its answer."""
+        if self.is_write(opcode):
+            payload = self.submit(namespace, opcode, request, owner=owner, actor=actor).result()
+            return response_class(opcode).from_wire(cbor.decode(payload))
+        return self.read(namespace, opcode, request, owner)
+
+    def abort_owner(self, owner: bytes) -> int:
+        """Abort every transaction ``owner`` (a connection) left open."""
+        return self._txns.abort_owner(owner)
+
+    def on_applied(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` (on the writer thread; it must not block) after every batch
+        the writer commits; return the function that stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def changes(
+        self, namespace: str, space: str | None, after: bytes, limit: int
+    ) -> list[tuple[bytes, LoggedChange]]:
+        """Change-log entries of a scope after position ``after`` (``b""``: from the
+        start), in log order, each with its position (``spec/06-operations.md``)."""
+        with self._store.read() as txn:
+            return read_changes(self._store, txn, Scope.of(namespace, space), after, limit)

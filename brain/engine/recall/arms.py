@@ -1,0 +1,104 @@
+"""The three arms as RECALL runs them (spec/04-retrieval.md §2 to §4).
+
+Each arm contributes its best :func:`arm_candidates` documents, as document
+keys, best first: semantic (the cue's embedding, or the request's ``vector``,
+against the scope's HNSW index), lexical (BM25 over the postings under the
+scope's prefix, :mod:`brain.engine.index.lexical`) and graph (the entities the
+cue names and the ``entity_anchor``, :mod:`brain.engine.recall.graph`). No
+arm filters its candidates: every one goes through fusion and is judged by
+the chain, so EXPLAIN counts each row the filters drop, whichever arm found
+it (the graph arm's walk follows only the links the request's time filters
+keep, but every statement it reaches is a candidate).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from brain.engine.index import lexical
+from brain.engine.index.service import Retrieval
+from brain.engine.index.vectors import LABEL_BYTES
+from brain.engine.recall.graph import cue_entities, graph_search
+from brain.engine.records.filters import Filters
+from brain.engine.records.refs import ENTITY_TAG, answers_as
+from brain.engine.store.scope import Scope
+from brain.engine.store.tables import VECTOR_LABELS
+from brain.engine.write.reads import ReadContext
+from brain.errors import InvalidArgument
+from brain.wire.messages.recall_ops import Recall
+
+__all__ = [
+    "MIN_ARM_CANDIDATES",
+    "arm_candidates",
+    "graph_arm",
+    "lexical_arm",
+    "query_vector",
+    "semantic_arm",
+]
+
+MIN_ARM_CANDIDATES: Final = 100
+"""Each arm contributes ``max(3·top_k, 100)`` candidates (spec/04-retrieval.md §5)."""
+_CANDIDATE_FACTOR: Final = 3
+"""Candidates per hit asked of each arm, so the chain has rows to spare when it drops some."""
+_VECTOR_VALUE_BYTES: Final = 4
+"""A request's ``vector`` is little-endian float32 values."""
+
+
+def arm_candidates(top_k: int) -> int:
+    """How many candidates each arm contributes for ``top_k`` hits."""
+    return max(_CANDIDATE_FACTOR * top_k, MIN_ARM_CANDIDATES)
+
+
+def query_vector(retrieval: Retrieval, request: Recall) -> NDArray[np.float32] | None:
+    """The semantic arm's query: the request's ``vector``, else the cue's embedding; None
+    for an empty cue without a ``vector`` (the arm then has nothing to search with)."""
+    dims = retrieval.embedder.dimensions
+    if request.vector is not None:
+        if len(request.vector) != _VECTOR_VALUE_BYTES * dims:
+            raise InvalidArgument(
+                f"vector has {len(request.vector) // _VECTOR_VALUE_BYTES} values; this "
+                f"server's embeddings have {dims}",
+                field="vector",
+            )
+        return np.frombuffer(request.vector, dtype="<f4").astype(np.float32)
+    if not request.cue.strip():
+        return None
+    vectors = retrieval.embedder.embed([request.cue])
+    return np.asarray(vectors[0], dtype=np.float32)
+
+
+def semantic_arm(
+    ctx: ReadContext, scope: Scope, retrieval: Retrieval, vector: NDArray[np.float32], n: int
+) -> list[bytes]:
+    """The ``n`` documents nearest ``vector`` in the scope's index that the read can see."""
+    found: list[bytes] = []
+    labels = ctx.store.table(VECTOR_LABELS)
+    for label, _ in retrieval.indexes.search(scope.prefix, vector, n):
+        # The snapshot decides: a label it does not hold is a vector it cannot see.
+        key = ctx.txn.get(scope.key(label.to_bytes(LABEL_BYTES, "big")), db=labels)
+        if key is not None:
+            found.append(bytes(key))
+    return found
+
+
+def lexical_arm(
+    ctx: ReadContext, scope: Scope, retrieval: Retrieval, cue: str, n: int
+) -> list[bytes]:
+    """The ``n`` documents of the scope that BM25 ranks best for ``cue``."""
+    found = lexical.search(ctx.store, ctx.txn, scope, cue, n, cache=retrieval.postings)
+    return [key for key, _ in found]
+
+
+def graph_arm(
+    ctx: ReadContext, scope: Scope, request: Recall, filters: Filters, n: int
+) -> list[bytes]:
+    """The ``n`` statements best connected to the entities the cue names and the anchor."""
+    starts = cue_entities(ctx.store, ctx.txn, scope, request.cue, ctx.resolution)
+    if request.entity_anchor is not None:
+        anchored = answers_as(ctx.store, ctx.txn, scope, ENTITY_TAG + request.entity_anchor)
+        starts.add(anchored[1:])
+    found = graph_search(ctx.store, ctx.txn, scope, starts=starts, filters=filters, limit=n)
+    return [key for key, _ in found]

@@ -1,0 +1,1 @@
+"""Maintenance: purge, export and import."""

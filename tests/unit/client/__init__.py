@@ -1,0 +1,1 @@
+"""The Python client, prompt rendering and the `brain` data verbs."""

@@ -1,0 +1,1 @@
+"""The fuzz targets, run briefly."""

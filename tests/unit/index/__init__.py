@@ -1,0 +1,1 @@
+"""The indexes: embedders, postings and their cache, vector search, re-indexing."""

@@ -1,0 +1,1 @@
+"""RECALL and EXPLAIN through the engine."""

@@ -1,0 +1,2 @@
+"""Records: memories, statements, entities, relations, merges, names, schema, reviews,
+audit, forgetting."""

@@ -1,0 +1,1 @@
+"""The server's configuration and its key store."""

@@ -1,0 +1,1 @@
+"""Wire: the CBOR codec, frames, message classes, golden vectors, sessions, the protocol table."""

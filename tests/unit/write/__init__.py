@@ -1,0 +1,1 @@
+"""Writes: the engine's write path, idempotency, transactions, the change log, the WAL, recovery."""
