@@ -139,8 +139,11 @@ class Connection:
                 self._closing = True
                 # Wake the read loop if it is parked in read(): nothing more is read.
                 self._reader.feed_eof()
-                if event.reason != "BYE":
-                    self._metrics.protocol_errors.labels(error=event.reason[:64]).inc()
+                if event.error is not None:
+                    # Labelled by the error's wire name, never by its message: a
+                    # message may quote the peer's bytes, and every distinct label
+                    # value is a series kept for the life of the process.
+                    self._metrics.protocol_errors.labels(error=event.error).inc()
             elif isinstance(event, RequestReceived):
                 if event.opcode is Opcode.SUBSCRIBE:
                     assert isinstance(event.request, Subscribe)

@@ -137,6 +137,11 @@ class CloseConnection:
     """Close the connection once every earlier :class:`Outgoing` is written."""
 
     reason: str
+    """Why, in words: the error's message, or ``BYE`` after a clean goodbye. It may
+    quote the peer's bytes (a bad magic, a CRC), so it is for logs only."""
+    error: str | None = None
+    """The wire name of the error that closed the connection (one of the fixed set
+    in :mod:`brain.errors`), or None after BYE: what a metric may be labelled by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,7 +489,10 @@ class ServerSession:
         self._note(error.wire_name)
         self.state = SessionState.CLOSED
         self._in_flight.clear()
-        return [Outgoing(encode_error_frame(sid, error)), CloseConnection(error.message)]
+        return [
+            Outgoing(encode_error_frame(sid, error)),
+            CloseConnection(error.message, error.wire_name),
+        ]
 
     def _maybe_finish_bye(self) -> list[Event]:
         if self.state is not SessionState.CLOSING or self._in_flight or self._bye_stream is None:

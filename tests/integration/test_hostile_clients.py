@@ -4,7 +4,8 @@ Every test starts a server with small limits (through ``BRAIN_SERVER__*``
 variables), starts a :class:`GoodClient` thread that keeps doing PING and an
 ENCODE followed by a MEMORY_GET of what it wrote, then plays one hostile pattern:
 slowloris, half-open connections, a connection flood, frames at and past
-``max_frame``, CBOR bombs, and 10,000 pipelined streams. Each test then checks
+``max_frame``, CBOR bombs, 10,000 pipelined streams, and 200 refused frames
+that must add one metrics series, not 200. Each test then checks
 that the good client never waited more than :data:`ANSWER_WITHIN_S` for an
 answer, that the server closed what it had to close, and that the server's
 resident memory grew by less than :data:`RSS_GROWTH_LIMIT_KB`.
@@ -18,6 +19,7 @@ import socket
 import struct
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -539,3 +541,36 @@ def test_a_logged_in_client_trickling_one_frame_is_closed(tmp_path: Path) -> Non
         assert closed_at is not None, "a frame trickled for ever kept its connection"
         assert closed_at - started < 6.0
         good.completes_a_round()
+
+
+BAD_MAGIC_CONNECTIONS: Final = 200
+"""Connections that each send a frame with a magic of their own: far more distinct
+refusals than there are error names, so one series per refusal would show."""
+
+
+def test_refused_frames_add_one_metrics_series_per_error_name(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _refused_frames_add_one_series_per_error_name(server, good)
+
+
+def _refused_frames_add_one_series_per_error_name(server: ServerProcess, good: GoodClient) -> None:
+    for index in range(BAD_MAGIC_CONNECTIONS):
+        header = bytearray(frame(PING, 1, b"\xa0"))
+        header[0:4] = b"X" + index.to_bytes(3, "big")  # the peer's bytes, in the error's words
+        with socket.create_connection((server.host, server.wire_port), timeout=10) as sock:
+            sock.sendall(bytes(header))
+            data, closed = _recv_until_closed(sock, ANSWER_WITHIN_S)
+        assert closed is not None
+        ((opcode, _stream, _flags, error),) = _decode_frames(data)
+        assert (opcode, error["name"]) == (ERROR, "BAD_FRAME"), error
+    good.completes_a_round()
+    url = f"http://{server.host}:{server.public_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        exposition = answer.read().decode()
+    series = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in exposition.splitlines()
+        if line.startswith("brain_protocol_errors_total{")
+    }
+    assert list(series) == ['brain_protocol_errors_total{error="BAD_FRAME"}'], sorted(series)[:5]
+    assert series['brain_protocol_errors_total{error="BAD_FRAME"}'] >= BAD_MAGIC_CONNECTIONS

@@ -195,6 +195,21 @@ def test_frame_error_closes_and_stops_reading() -> None:
     assert session.closed and session.in_flight == frozenset()
 
 
+def test_a_close_names_its_error_apart_from_the_words_that_quote_the_peer() -> None:
+    closes: list[CloseConnection] = []
+    for magic in (b"XXXX", b"YYYY"):
+        bad = bytearray(_get(1))
+        bad[0:4] = magic
+        events = _ready().receive_data(bytes(bad))
+        assert isinstance(events[-1], CloseConnection)
+        closes.append(events[-1])
+    # The words quote the peer's bytes; the error is one name from a fixed set.
+    assert b"XXXX".hex() in closes[0].reason and b"YYYY".hex() in closes[1].reason
+    assert [close.error for close in closes] == ["BAD_FRAME", "BAD_FRAME"]
+    bye = _send(_ready(), Opcode.BYE, 1, {})[-1]
+    assert isinstance(bye, CloseConnection) and bye.error is None
+
+
 def test_frames_after_a_fatal_one_in_the_same_read_are_ignored() -> None:
     session = _session()
     hello = encode_frame(Opcode.HELLO, 0, cbor.encode({"client": "t", "versions": [9]}))
