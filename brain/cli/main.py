@@ -20,6 +20,7 @@ from brain import __version__
 from brain.cli import transfer, verbs
 from brain.errors import BrainError, StorageFault
 from brain.server.config import Config, ConfigError, load_config
+from brain.server.files import PRIVATE_UMASK
 
 __all__ = ["main"]
 
@@ -241,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # cores with the server's other threads, and OpenBLAS's own threads only fight
     # them (measured 4-10x slower on two busy cores). Set before numpy loads.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Everything a command writes (the store, snapshots, exports, keys) holds
+    # tenants' data: it is created readable by this user only.
+    os.umask(PRIVATE_UMASK)
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command in ("export", "import"):

@@ -25,6 +25,7 @@ from brain.server.backend import Backend, BackendStatus, EngineBackend, UnbuiltB
 from brain.server.config import Config
 from brain.server.connection import Connection
 from brain.server.credentials import bootstrap_credentials
+from brain.server.files import make_private
 from brain.server.http import make_admin_app, make_public_app
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
@@ -79,6 +80,7 @@ class Server:
     async def _start(self) -> None:
         data = self.config.data_path
         data.mkdir(parents=True, exist_ok=True)
+        make_private(data)
         server = self.config.server
         # The public port comes first, so /readyz can say 503 while recovery runs.
         self.public_port = await self._serve_http(

@@ -31,6 +31,7 @@ from typing import Final
 import lmdb
 
 from brain import cbor
+from brain.engine.store.env import STORE_FILE_MODE
 from brain.engine.store.scope import namespace_id
 from brain.errors import InvalidArgument, NotFound
 from brain.ids import new_id
@@ -152,7 +153,9 @@ class KeyStore:
     def __init__(self, data_dir: Path) -> None:
         path = data_dir / "keys"
         path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(path), map_size=KEYS_MAP_SIZE, max_dbs=5, subdir=True)
+        self._env = lmdb.open(
+            str(path), map_size=KEYS_MAP_SIZE, max_dbs=5, subdir=True, mode=STORE_FILE_MODE
+        )
         self._by_hash = self._env.open_db(b"key_by_hash")
         self._hash_by_id = self._env.open_db(b"hash_by_key_id")
         self._namespaces = self._env.open_db(b"namespaces")

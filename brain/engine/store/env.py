@@ -32,6 +32,7 @@ from brain.errors import Unavailable
 __all__ = [
     "DEFAULT_MAP_SIZE",
     "MAX_MAP_SIZE",
+    "STORE_FILE_MODE",
     "TABLES",
     "Store",
 ]
@@ -42,6 +43,9 @@ DEFAULT_MAP_SIZE: Final = 1 << 30
 MAX_MAP_SIZE: Final = 1 << 40
 """Growth stops at 1 TiB of address space; past it writes answer UNAVAILABLE."""
 
+STORE_FILE_MODE: Final = 0o600
+"""Mode of the files LMDB creates (``data.mdb``, ``lock.mdb``): they hold every
+tenant's records, so only the server's user may read them."""
 _DATA_FILE: Final = "data.mdb"
 
 MAX_READERS: Final = 256
@@ -103,6 +107,7 @@ class Store:
             metasync=False,
             readahead=False,
             subdir=True,
+            mode=STORE_FILE_MODE,
         )
         with env.begin(write=True) as txn:
             for name in TABLES:
