@@ -35,6 +35,8 @@ from brain.wire.schema import Message
 __all__ = [
     "DEFAULT_TXN_TIMEOUT_MS",
     "MAX_OPEN_TXNS",
+    "MAX_OPEN_TXNS_PER_CONNECTION",
+    "MAX_OPEN_TXNS_PER_NAMESPACE",
     "MAX_TXN_WRITES",
     "IdSource",
     "OpenTxn",
@@ -47,6 +49,15 @@ transaction, which should stay far below a second of work."""
 
 MAX_OPEN_TXNS: Final = 10_000
 """Transactions open at once across all connections; each holds its buffer in memory."""
+
+MAX_OPEN_TXNS_PER_NAMESPACE: Final = 1_000
+"""Transactions one namespace may hold open: a tenth of :data:`MAX_OPEN_TXNS`, so a
+tenant that takes every slot it may leaves the rest to the others."""
+
+MAX_OPEN_TXNS_PER_CONNECTION: Final = 16
+"""Transactions one connection may hold open: with each buffering up to the
+transaction budget (64 MiB), what one connection can make the server hold stays
+bounded (1 GiB), while a client still runs a transaction on each of several streams."""
 
 OPEN_TXNS_RETRY_MS: Final = 1000
 """Suggested back-off when every transaction slot is taken."""
@@ -116,14 +127,34 @@ class TxnRegistry:
         timeout = (DEFAULT_TXN_TIMEOUT_MS if timeout_ms is None else timeout_ms) / 1000
         with self._lock:
             self._expire_locked()
-            if len(self._open) >= MAX_OPEN_TXNS:
-                raise Overloaded(
-                    f"{MAX_OPEN_TXNS} transactions are open; retry after some end",
-                    retry_after_ms=OPEN_TXNS_RETRY_MS,
-                )
+            self._check_slots_locked(namespace, owner)
             txn_id = new_id()
             self._open[txn_id] = OpenTxn(txn_id, namespace, owner, self._clock() + timeout)
             return txn_id
+
+    def _check_slots_locked(self, namespace: str, owner: bytes) -> None:
+        """OVERLOADED when the server, the namespace or the connection (``owner``; the
+        embedded API's empty owner is no connection) has every slot it may take."""
+        if len(self._open) >= MAX_OPEN_TXNS:
+            raise Overloaded(
+                f"{MAX_OPEN_TXNS} transactions are open; retry after some end",
+                retry_after_ms=OPEN_TXNS_RETRY_MS,
+            )
+        in_namespace = sum(1 for txn in self._open.values() if txn.namespace == namespace)
+        if in_namespace >= MAX_OPEN_TXNS_PER_NAMESPACE:
+            raise Overloaded(
+                f"this namespace has {MAX_OPEN_TXNS_PER_NAMESPACE} transactions open, "
+                "the most one namespace may; retry after some end",
+                retry_after_ms=OPEN_TXNS_RETRY_MS,
+            )
+        if owner and sum(1 for txn in self._open.values() if txn.owner == owner) >= (
+            MAX_OPEN_TXNS_PER_CONNECTION
+        ):
+            raise Overloaded(
+                f"this connection has {MAX_OPEN_TXNS_PER_CONNECTION} transactions open, "
+                "the most one connection may; commit or abort one first",
+                retry_after_ms=OPEN_TXNS_RETRY_MS,
+            )
 
     def _lookup_locked(self, txn_id: bytes, namespace: str) -> OpenTxn:
         txn = self._open.get(txn_id)

@@ -11,7 +11,18 @@ import pytest
 import brain
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.write import budget
-from brain.errors import IdempotencyConflict, NotFound, OverBudget, TxnExpired, TxnTooLarge
+from brain.engine.write.transactions import (
+    MAX_OPEN_TXNS_PER_CONNECTION,
+    MAX_OPEN_TXNS_PER_NAMESPACE,
+)
+from brain.errors import (
+    IdempotencyConflict,
+    NotFound,
+    OverBudget,
+    Overloaded,
+    TxnExpired,
+    TxnTooLarge,
+)
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.txn_ops import TxnAbort, TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
@@ -221,3 +232,29 @@ def test_reads_inside_a_transaction_see_its_writes(db: Database) -> None:
     db.execute(NS, Opcode.TXN_ABORT, TxnAbort(txn_id=txn))
     with pytest.raises(TxnExpired):
         db.execute(NS, Opcode.MEMORY_GET, MemoryGet(id=pending.memory_id, txn_id=txn))
+
+
+def test_a_namespace_takes_at_most_its_share_of_transaction_slots(db: Database) -> None:
+    for index in range(MAX_OPEN_TXNS_PER_NAMESPACE):
+        # Each from a connection of its own, so only the namespace's limit is met.
+        begin(db, timeout_ms=3_600_000, owner=index.to_bytes(4, "big"))
+    with pytest.raises(Overloaded, match="namespace") as refused:
+        begin(db, owner=b"one more")
+    assert refused.value.retry_after_ms is not None
+    # Another tenant still opens and commits a transaction.
+    other = db.execute("other", Opcode.TXN_BEGIN, TxnBegin(), owner=b"other")
+    assert isinstance(other, TxnBegun)
+    done = db.execute("other", Opcode.TXN_COMMIT, TxnCommit(txn_id=other.txn_id), owner=b"other")
+    assert isinstance(done, TxnCommitted)
+
+
+def test_a_connection_takes_at_most_its_share_of_transaction_slots(db: Database) -> None:
+    held = [begin(db, owner=b"greedy") for _ in range(MAX_OPEN_TXNS_PER_CONNECTION)]
+    with pytest.raises(Overloaded, match="connection"):
+        begin(db, owner=b"greedy")
+    begin(db, owner=b"modest")  # another connection of the same namespace still may
+    commit(db, held[0])
+    begin(db, owner=b"greedy")  # one ended: the connection has room again
+    # The embedded API's transactions, opened with no owner, are no connection's.
+    for _ in range(MAX_OPEN_TXNS_PER_CONNECTION + 1):
+        begin(db, owner=b"")
