@@ -110,8 +110,9 @@ def _targets(
 def _forgotten_rows(
     ctx: PlanContext, scope: Scope, mode: str, targets: dict[bytes, dict[str, object]]
 ) -> list[Change]:
-    """The memory rows marked forgotten (a hard forget also drops text and vector and
-    stamps the time anew; a soft one keeps the first ``forgotten_at``)."""
+    """The memory rows marked forgotten (a hard forget also drops the text, its
+    context and its vector and stamps the time anew; a soft one keeps the first
+    ``forgotten_at``)."""
     changes: list[Change] = []
     for memory_id, memory in targets.items():
         updated = dict(memory)
@@ -119,8 +120,9 @@ def _forgotten_rows(
         updated.setdefault("forgotten_at", ctx.record_time)
         if mode == "hard":
             updated["forgotten_at"] = ctx.record_time
-            updated.pop("text", None)
-            updated.pop("vector", None)
+            # The context is the client's words about the text: it goes with it.
+            for field in ("text", "context", "vector"):
+                updated.pop(field, None)
         changes.append(Put(MEMORIES, scope.key(memory_id), cbor.encode(updated)))
     return changes
 

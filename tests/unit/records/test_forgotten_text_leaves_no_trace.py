@@ -1,6 +1,6 @@
 """Forgetting, proven (spec/02-data-model.md §3): after a hard forget and a retraction, and a
 purge, no byte of the data directory (LMDB, WAL, index files, a snapshot taken
-after the forget) holds the text or its embedding; no read returns it, now or
+after the forget) holds the text, its context or its embedding; no read returns it, now or
 as of before; and encoding the text again answers FORGOTTEN."""
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.unit.common import NS, rid
 
 SECRET = "the vault opens with walrus-9981"
 CLAIM = "combination walrus-9981"
+CONTEXT = "read off the vault door, memo kestrel-4471"
 
 
 def _holding(root: Path, needle: bytes) -> list[str]:
@@ -54,10 +55,13 @@ def test_forgotten_content_leaves_every_byte_and_every_answer(tmp_path: Path) ->
     needles = {
         "text": SECRET.encode(),
         "claim": CLAIM.encode(),
+        "context": CONTEXT.encode(),
         "text vector": HashingEmbedder().embed([SECRET])[0].astype("<f4").tobytes()[:64],
     }
     with brain.open(root) as db:
-        memory = db.execute(NS, Opcode.ENCODE, Encode(request_id=rid(), text=SECRET))
+        memory = db.execute(
+            NS, Opcode.ENCODE, Encode(request_id=rid(), text=SECRET, context=CONTEXT)
+        )
         assert isinstance(memory, EncodeOk)
         cited = db.execute(
             NS,
@@ -110,6 +114,7 @@ def test_forgotten_content_leaves_every_byte_and_every_answer(tmp_path: Path) ->
             assert not (_recall_ids(db, **kw) & gone), kw
         got = db.execute(NS, Opcode.MEMORY_GET, MemoryGet(id=memory.memory_id))
         assert isinstance(got, MemoryGetOk) and got.memory.text is None
+        assert got.memory.context is None
         for statement_id in (cited.statement_id, standalone.statement_id):
             shown = db.execute(NS, Opcode.STATEMENT_GET, StatementGet(id=statement_id))
             assert isinstance(shown, StatementGetOk) and shown.statement.object_ is None
