@@ -80,7 +80,8 @@ class Server:
     async def _start(self) -> None:
         data = self.config.data_path
         data.mkdir(parents=True, exist_ok=True)
-        make_private(data)
+        # A walk of the whole data directory (snapshots too): off the event loop.
+        await asyncio.to_thread(make_private, data)
         server = self.config.server
         # The public port comes first, so /readyz can say 503 while recovery runs.
         self.public_port = await self._serve_http(
