@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from brain import cbor
 from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC, statement_text
 from brain.engine.index.upkeep import index_document, reindex_entity_documents, unindex_document
 from brain.engine.records.entity_rows import ENTITY_ID_BYTES
 from brain.engine.records.refs import ENTITY_TAG, PENDING_TAG
+from brain.engine.store.rows import decode_row
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.store.tables import ENTITIES, ENTITY_ABSORBED, MEMORIES, REVIEWS, STATEMENTS
 from brain.engine.write.plan import Change, Delete, Put
@@ -52,12 +52,6 @@ _SUBJECT_ROWS: Final = {ENTITY_TAG: ENTITIES, PENDING_TAG: REVIEWS}
 """The table whose row names a subject key of each tag (its ``name`` field)."""
 
 Row = dict[str, object]
-
-
-def _decode(raw: bytes) -> Row:
-    row = cbor.decode(raw)
-    assert isinstance(row, dict)
-    return {str(k): v for k, v in row.items()}
 
 
 def index_entries(ctx: PlanContext, scope: Scope, changes: Sequence[Change]) -> list[Change]:
@@ -80,12 +74,12 @@ def index_entries(ctx: PlanContext, scope: Scope, changes: Sequence[Change]) -> 
         assert change.key[:SCOPE_PREFIX_BYTES] == scope.prefix, "a write stays in its scope"
         record_id = change.key[SCOPE_PREFIX_BYTES:]
         stored = txn.get(change.key, db=store.table(table))
-        before = None if stored is None else _decode(bytes(stored))
+        before = None if stored is None else decode_row(bytes(stored))
         if table == ENTITIES:
-            if before is not None and _decode(change.value).get("name") != before.get("name"):
+            if before is not None and decode_row(change.value).get("name") != before.get("name"):
                 reindexed[ENTITY_TAG + record_id] = None
             continue
-        row = _decode(change.value)
+        row = decode_row(change.value)
         if table == MEMORIES:
             text = row.get("text")
             if before is None and isinstance(text, str):
@@ -113,6 +107,6 @@ def _subject_named_by(scope: Scope, row: Row, changes: Sequence[Change]) -> str 
     key = scope.key(subject[1:])
     for change in reversed(changes):
         if isinstance(change, Put) and change.table == table and change.key == key:
-            name = _decode(change.value).get("name")
+            name = decode_row(change.value).get("name")
             return name if isinstance(name, str) else None
     return None

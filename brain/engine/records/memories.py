@@ -16,6 +16,7 @@ from brain import cbor
 from brain.embed import DIMENSIONS
 from brain.engine.records.audit import audit_entry
 from brain.engine.store.env import Store
+from brain.engine.store.rows import decode_row
 from brain.engine.store.scope import Scope
 from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
 from brain.engine.write.plan import Change, Put
@@ -28,18 +29,12 @@ from brain.wire.messages.records import Evidence, Memory
 __all__ = ["check_citations", "get_memory", "memory_row", "plan_encode", "read_memory_get"]
 
 
-def _row(raw: bytes) -> dict[str, object]:
-    row = cbor.decode(raw)
-    assert isinstance(row, dict)
-    return {str(k): v for k, v in row.items()}
-
-
 def memory_row(
     store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes
 ) -> dict[str, object] | None:
     """The stored row of a memory of ``scope``, or None."""
     raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
-    return None if raw is None else _row(bytes(raw))
+    return None if raw is None else decode_row(bytes(raw))
 
 
 def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: bytes) -> Memory:
@@ -47,7 +42,7 @@ def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: byt
     raw = txn.get(scope.key(memory_id), db=store.table(MEMORIES))
     if raw is None:
         raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
-    row = _row(bytes(raw))
+    row = decode_row(bytes(raw))
     # Keys are scope-prefixed already; the row's own scope is checked as a second lock.
     if row["namespace"] != scope.namespace or row["space"] != scope.space:
         raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")

@@ -7,7 +7,14 @@ import lmdb
 from brain import cbor
 from brain.engine.store.env import Store
 
-__all__ = ["load_row", "opt_int"]
+__all__ = ["decode_row", "load_row", "opt_int"]
+
+
+def decode_row(raw: bytes) -> dict[str, object]:
+    """A stored row's CBOR map, with text keys."""
+    row = cbor.decode(raw)
+    assert isinstance(row, dict)
+    return {str(k): v for k, v in row.items()}
 
 
 def load_row(
@@ -15,11 +22,7 @@ def load_row(
 ) -> dict[str, object] | None:
     """The CBOR map stored under ``key`` in ``table``, or None."""
     raw = txn.get(key, db=store.table(table))
-    if raw is None:
-        return None
-    row = cbor.decode(bytes(raw))
-    assert isinstance(row, dict)
-    return {str(k): v for k, v in row.items()}
+    return None if raw is None else decode_row(bytes(raw))
 
 
 def opt_int(value: object) -> int | None:
