@@ -9,12 +9,16 @@ normally or raise a :class:`brain.errors.StorageFault` (of which
 :class:`~brain.errors.WalCorruption` is one). Any other exception is a crash
 (IndexError, struct.error, a ValueError leaking from a record's own checks…),
 and so is a broken invariant: :func:`iter_segment` disagreeing with the
-:func:`scan_segment` that passed the same bytes, or a decoded plan that does not
+:func:`scan_segment` that passed the same bytes; a version-2 scan taking a
+record header whose own CRC fails for a torn tail (a damaged header must be
+corruption, spec/05-durability.md §3.3); or a decoded plan that does not
 survive :func:`encode_plan`.
 
 Each input is used twice. Raw, it is a segment (scanned as the last segment and
-as an earlier one), a record buffer, and a plan payload. Then it is re-sealed:
-the segment header's and every whole record's CRC32C are recomputed, so that
+as an earlier one), a record buffer of each readable layout, and a plan
+payload. Then it is re-sealed: the segment header's CRC32C and, in the layout
+the header names, every whole record's CRCs (version 2: the payload CRC, then
+the header CRC over it; version 1: the one record CRC) are recomputed, so that
 the fuzzer reaches the field checks, torn-tail rules and plan decoder behind
 the checksums, which it could never forge. The segment's name LSN is read from
 its header, as it would agree for a segment the log wrote.
@@ -46,12 +50,16 @@ with _instrumented:
     import crc32c
 
     from brain.engine.wal.format import (
+        FORMAT_VERSION,
+        READABLE_VERSIONS,
         RECORD_HEADER_SIZE,
         SEGMENT_HEADER_SIZE,
         Incomplete,
+        SegmentScan,
         count_records,
         decode_record,
         iter_segment,
+        record_header_size,
         scan_segment,
     )
     from brain.engine.write.plan import PLAN_RECORD_KIND, decode_plan, encode_plan
@@ -69,6 +77,11 @@ _FIRST_LSN_AT: Final = 12
 """Where the first LSN sits in a segment header (after magic, version, reserved)."""
 _LENGTH: Final = struct.Struct(">I")
 _CRC: Final = struct.Struct(">I")
+_VERSION: Final = struct.Struct(">H")
+_VERSION_AT: Final = 8
+"""Where the format version sits in a segment header (after the magic)."""
+_PAYLOAD_CRC_AT: Final = RECORD_HEADER_SIZE - 4
+"""Where a version-2 record header keeps its payload's CRC (its last 4 bytes)."""
 
 
 def check_one(data: bytes) -> None:
@@ -84,7 +97,7 @@ def check_one(data: bytes) -> None:
         _tolerate(_check_earlier_segment, segment)
         if len(segment) >= SEGMENT_HEADER_SIZE:
             # What `brain wal truncate` reports; it promises never to raise.
-            count_records(segment, SEGMENT_HEADER_SIZE, _name_lsn(segment))
+            count_records(segment, SEGMENT_HEADER_SIZE, _name_lsn(segment), _version(segment))
 
 
 def _tolerate(step: Callable[[bytes], object], data: bytes) -> None:
@@ -101,30 +114,55 @@ def _name_lsn(segment: bytes) -> int:
     return int(lsn)
 
 
+def _version(segment: bytes) -> int:
+    """The record layout the header names, when this build reads it; else the current one."""
+    if len(segment) < _VERSION_AT + _VERSION.size:
+        return FORMAT_VERSION
+    (version,) = _VERSION.unpack_from(segment, _VERSION_AT)
+    return int(version) if version in READABLE_VERSIONS else FORMAT_VERSION
+
+
 def reseal(data: bytes) -> bytes:
     """``data`` with the segment header's and each whole record's CRC32C made valid."""
     out = bytearray(data)
     if len(out) < SEGMENT_HEADER_SIZE:
         return bytes(out)
     _CRC.pack_into(out, _HEADER_CRC_AT, crc32c.crc32c(bytes(out[:_HEADER_CRC_AT])))
+    version = _version(data)
+    header_size = record_header_size(version)
     offset = SEGMENT_HEADER_SIZE
-    while offset + RECORD_HEADER_SIZE <= len(out):
+    while offset + header_size <= len(out):
         (length,) = _LENGTH.unpack_from(out, offset + _CRC.size)
-        end = offset + RECORD_HEADER_SIZE + length
-        if end > len(out):
-            break
-        _CRC.pack_into(out, offset, crc32c.crc32c(bytes(out[offset + _CRC.size : end])))
+        end = offset + header_size + length
+        if version == 1:
+            if end > len(out):
+                break
+            _CRC.pack_into(out, offset, crc32c.crc32c(bytes(out[offset + _CRC.size : end])))
+        else:
+            # The header is sealed even when its payload runs past the end: a torn tail.
+            if end <= len(out):
+                payload = bytes(out[offset + header_size : end])
+                _CRC.pack_into(out, offset + _PAYLOAD_CRC_AT, crc32c.crc32c(payload))
+            header = bytes(out[offset + _CRC.size : offset + header_size])
+            _CRC.pack_into(out, offset, crc32c.crc32c(header))
+            if end > len(out):
+                break
         offset = end
     return bytes(out)
 
 
 def _check_record_at_start(data: bytes) -> None:
-    """A record buffer with no segment header, as ``decode_record`` sees one."""
-    result = decode_record(data, 0, path=_PATH)
-    if not isinstance(result, Incomplete):
-        record, end = result
-        if end != RECORD_HEADER_SIZE + len(record.payload):
-            raise AssertionError(f"record ends at {end} with a {len(record.payload)}-byte payload")
+    """A record buffer with no segment header, as ``decode_record`` sees one in each layout."""
+    for version in READABLE_VERSIONS:
+        with contextlib.suppress(StorageFault):
+            result = decode_record(data, 0, version=version, path=_PATH)
+            if not isinstance(result, Incomplete):
+                record, end = result
+                if end != record_header_size(version) + len(record.payload):
+                    raise AssertionError(
+                        f"a version-{version} record ends at {end} "
+                        f"with a {len(record.payload)}-byte payload"
+                    )
 
 
 def _check_last_segment(data: bytes) -> None:
@@ -145,6 +183,7 @@ def _check_segment(data: bytes, *, is_last: bool) -> None:
         raise AssertionError(f"a segment that is not last was passed with a torn tail: {scan!r}")
     if not 0 <= scan.end <= scan.size == len(data):
         raise AssertionError(f"scan bounds are off for {len(data)} bytes: {scan!r}")
+    _check_torn_header(data, scan)
     try:
         records = list(iter_segment(data, path=_PATH, name_lsn=name_lsn, end=scan.end))
     except StorageFault as exc:
@@ -155,6 +194,18 @@ def _check_segment(data: bytes, *, is_last: bool) -> None:
     for record in records:
         if record.kind == PLAN_RECORD_KIND:
             _tolerate(_check_plan, record.payload)
+
+
+def _check_torn_header(data: bytes, scan: SegmentScan) -> None:
+    """A version-2 torn tail holds no whole record header whose own CRC fails, bar zeros."""
+    if scan.torn is None or scan.version == 1 or scan.header_torn:
+        return
+    tail = data[scan.end :]
+    if len(tail) < RECORD_HEADER_SIZE or tail.count(0) == len(tail):
+        return
+    (stored,) = _CRC.unpack_from(tail)
+    if stored != crc32c.crc32c(tail[_CRC.size : RECORD_HEADER_SIZE]):
+        raise AssertionError(f"a damaged record header passed as a torn tail: {scan!r}")
 
 
 def _check_plan(payload: bytes) -> None:

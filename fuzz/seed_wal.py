@@ -7,9 +7,12 @@ Run it from the repository root::
 A handful of plans (puts, deletes, counter adds, answers) are appended through
 :class:`brain.engine.wal.WriteAheadLog` with a small segment size, so the log
 rotates; every segment it wrote becomes a seed, plus a torn copy of the last
-one (as a crash mid-append leaves it), a zero-filled tail, and one bare plan
-payload. Clocks and record times are fixed, so the seeds are the same bytes on
-every run. Seeds are rewritten; other files in the directory are kept.
+one (as a crash mid-append leaves it), a zero-filled tail, a copy whose last
+record has a flipped length bit (a damaged header, which must read as
+corruption), and one bare plan payload. Clocks and record times are fixed, so
+the seeds are the same bytes on every run. Seeds are rewritten; other files in
+the directory are kept, among them ``v1_segment_*``, the same log as format
+version 1 wrote it (the layout the log still reads).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from brain.engine.wal import WalRecord, WriteAheadLog
+from brain.engine.wal import WalRecord, WriteAheadLog, encode_record
 from brain.engine.write.plan import PLAN_RECORD_KIND, Add, Delete, Plan, Put, encode_plan
 
 REPO: Final = Path(__file__).resolve().parents[1]
@@ -36,6 +39,10 @@ _TORN_CUT: Final = 7
 
 _ZERO_TAIL: Final = 64
 """Zero bytes appended for the grown-but-unwritten seed."""
+
+_LENGTH_BYTE: Final = 5
+"""The byte of a record header's length field (bytes 4-7) the damaged-header seed
+flips a bit of: its low bit adds 65,536, past the end of the file."""
 
 
 def plans() -> list[Plan]:
@@ -74,11 +81,15 @@ def seeds() -> dict[str, bytes]:
                 log.append([WalRecord(lsn, _CREATED_NS + lsn, PLAN_RECORD_KIND, encode_plan(plan))])
                 log.sync()
             segments = [path.read_bytes() for path in log.segments]
+            last_record = list(log.read_from(log.last_lsn))[-1]
     for index, data in enumerate(segments):
         out[f"segment_{index}"] = data
     last = segments[-1]
     out["segment_torn_tail"] = last[:-_TORN_CUT]
     out["segment_zero_tail"] = last + bytes(_ZERO_TAIL)
+    damaged = bytearray(last)
+    damaged[len(last) - len(encode_record(last_record)) + _LENGTH_BYTE] ^= 0x01
+    out["segment_damaged_header"] = bytes(damaged)
     out["plan_payload"] = encode_plan(plans()[1])
     return out
 

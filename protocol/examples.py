@@ -160,6 +160,7 @@ def _coverage() -> dict[str, object]:
         "as_of": T_JUN,
         "valid_at": T_MAY,
         "min_confidence": 0.5,
+        "embed_backlog": 3,
     }
 
 
@@ -633,6 +634,7 @@ def _others() -> dict[str, Example]:
                 ],
                 "entity_types": ["person", "company"],
                 "version": 3,
+                "scope": "space",
             },
         },
         "REVIEW_LIST": {

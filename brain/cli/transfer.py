@@ -1,38 +1,71 @@
 """``brain export`` and ``brain import``: move a namespace through the admin port.
 
 Both talk to a running server's admin port (``GET /v1/export``, ``POST
-/v1/import``, ``spec/06-operations.md``) with the admin token: ``--token``, or
-``BRAIN_ADMIN_TOKEN``, or the ``admin_token`` of the data directory's
-``credentials.toml``. An export is written as it streams; an import checks the
-whole file first (header, every row, the trailer's count), then sends it in
-batches with a progress bar. Running an interrupted import again resumes it.
+/v1/import``, ``spec/06-operations.md`` §9) with the admin token: ``--token``,
+or ``BRAIN_ADMIN_TOKEN``, or the ``admin_token`` of the data directory's
+``credentials.toml``.
+
+An export streams into ``FILE.partial`` and takes the name ``--out`` gives only
+once its trailer has arrived and counts its rows, so a failed export leaves no
+file behind; a namespace the server holds nothing of is an error.
+
+An import checks the whole file first (header, every row, the trailer's count,
+no row too large for one request), asks the server where an earlier run of the
+same export stopped, then sends the rest in batches of at most
+:data:`IMPORT_BATCH_BYTES` with a progress bar. It finishes by asking the server
+to close the import and count the rows of every table in every space, and fails
+loudly when a count differs from the file's. A failure says at which row the
+import stopped; running the same command again continues from there.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import sys
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections import defaultdict
+from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import IO, Final
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-__all__ = ["IMPORT_BATCH_ROWS", "TransferError", "add_commands", "run", "run_export", "run_import"]
+__all__ = [
+    "IMPORT_BATCH_BYTES",
+    "ExportFile",
+    "TransferError",
+    "add_commands",
+    "check_row_sizes",
+    "import_batches",
+    "read_export",
+    "run",
+    "run_export",
+    "run_import",
+]
 
-IMPORT_BATCH_ROWS: Final = 1000
-"""Rows per import request: one logged write of a few hundred kilobytes, well under
-the server's limit of 10,000 rows a request."""
+IMPORT_BATCH_BYTES: Final = 4 * 1024 * 1024
+"""The JSON of one import request's rows: one logged write of about 2 MiB (rows
+travel in hex), a sixteenth of the server's ``IMPORT_MAX_BODY``. A larger row is
+sent alone; one whose request would pass ``IMPORT_MAX_BODY`` is refused before
+anything is sent."""
 
 HTTP_TIMEOUT_S: Final = 300.0
 """Longest wait for one admin request: a batch of vectors on a busy server."""
+
+SCOPE_HEX_CHARS: Final = 64
+"""A row's key begins with its 32-byte scope prefix, 64 characters in hex."""
+
+ROW_SEPARATOR: Final = ", "
+"""Between two rows of a request's ``rows`` array."""
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -58,7 +91,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "import",
         help="import an export into empty spaces",
         description="Import a file `brain export` wrote into a running server; the spaces "
-        "it fills must be empty. Run it again to resume an interrupted import.",
+        "it fills must be empty. Run it again to continue an interrupted import.",
     )
     _add_admin(imported)
     imported.add_argument("file", type=Path, metavar="FILE.jsonl", help="the export to import")
@@ -94,8 +127,9 @@ def _token(args: argparse.Namespace) -> str:
         ) from None
 
 
-def _request(args: argparse.Namespace, method: str, path: str, body: object = None) -> IO[bytes]:
-    data = None if body is None else json.dumps(body).encode()
+def _request(
+    args: argparse.Namespace, method: str, path: str, data: bytes | None = None
+) -> IO[bytes]:
     request = urllib.request.Request(f"{args.admin_url.rstrip('/')}{path}", data, method=method)
     request.add_header("Authorization", f"Bearer {_token(args)}")
     if data is not None:
@@ -106,6 +140,11 @@ def _request(args: argparse.Namespace, method: str, path: str, body: object = No
         detail = exc.read().decode("utf-8", "replace")
         with contextlib.suppress(ValueError, KeyError, TypeError):
             detail = json.loads(detail)["message"]
+        if exc.code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE:
+            size = 0 if data is None else len(data)
+            raise TransferError(
+                f"the server refused a request of {size} bytes as too large (413): {detail}"
+            ) from None
         raise TransferError(f"the server refused ({exc.code}): {detail}") from None
     except OSError as exc:
         raise TransferError(
@@ -114,17 +153,44 @@ def _request(args: argparse.Namespace, method: str, path: str, body: object = No
     return response
 
 
+def _json_answer(
+    args: argparse.Namespace, method: str, path: str, data: bytes | None = None
+) -> dict[str, object]:
+    try:
+        with _request(args, method, path, data) as answer:
+            body = json.load(answer)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise TransferError(f"the answer to {method} {path} was cut short ({exc})") from None
+    if not isinstance(body, dict):
+        raise TransferError(f"the answer to {method} {path} is not a JSON object")
+    return body
+
+
 def run_export(args: argparse.Namespace) -> int:
     """``brain export``."""
-    from urllib.parse import quote
-
     console = Console(stderr=True, quiet=args.quiet)
+    # A refusal (an unknown namespace is NOT_FOUND) comes before any file is made.
     response = _request(args, "GET", f"/v1/export?namespace={quote(args.namespace)}")
-    out: IO[str] = sys.stdout if args.out is None else args.out.open("w", encoding="utf-8")
+    if args.out is None:
+        rows = _write_export(response, sys.stdout, console)
+    else:
+        partial = args.out.with_name(args.out.name + ".partial")
+        try:
+            with partial.open("w", encoding="utf-8") as out:
+                rows = _write_export(response, out, console)
+            os.replace(partial, args.out)
+        finally:
+            partial.unlink(missing_ok=True)
+    console.print(f"exported {rows} rows of namespace {args.namespace!r}")
+    return EXIT_OK
+
+
+def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
+    """Copy the export's lines to ``out``; the rows counted, once the trailer agrees."""
     rows = 0
     trailer: dict[str, object] | None = None
     try:
-        with console.status("exporting…") as status:
+        with response, console.status("exporting…") as status:
             for raw in response:
                 line = raw.decode("utf-8")
                 out.write(line)
@@ -135,56 +201,171 @@ def run_export(args: argparse.Namespace) -> int:
                     rows += 1
                     if rows % 1000 == 0:
                         status.update(f"exporting… {rows} rows")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise TransferError(f"the export stopped before its end ({exc}); run it again") from None
     if trailer is None or trailer.get("rows") != rows:
         raise TransferError("the export stopped before its end; run it again")
-    console.print(f"exported {rows} rows of namespace {args.namespace!r}")
-    return EXIT_OK
+    return rows
 
 
-def _read_export(path: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """The header and the rows of an export file, checked whole before anything is sent."""
+@dataclass(frozen=True, slots=True)
+class ExportFile:
+    """An export file, checked whole: what an import sends and verifies."""
+
+    header: dict[str, object]
+    trailer: dict[str, object]
+    lines: list[str]
+    """Each row's line as the file holds it (JSON), sent as it is."""
+    counts: dict[str, dict[str, int]]
+    """Rows per space (scope prefix in hex) and table."""
+
+    @property
+    def total(self) -> int:
+        """The rows the file holds."""
+        return len(self.lines)
+
+
+def read_export(path: Path) -> ExportFile:
+    """The export at ``path``, checked whole before anything is sent."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     except OSError as exc:
         raise TransferError(f"cannot read {path}: {exc}") from None
+    lines = [line for line in lines if line]
     try:
-        parsed = [json.loads(line) for line in lines if line.strip()]
+        parsed = [json.loads(line) for line in lines]
     except json.JSONDecodeError as exc:
         raise TransferError(f"{path} is not JSON Lines (line {exc.lineno}): {exc.msg}") from None
-    if len(parsed) < 2 or not str(parsed[0].get("format", "")).startswith("brain-export/"):
+    if (
+        len(parsed) < 2
+        or not all(isinstance(line, dict) for line in parsed)
+        or not str(parsed[0].get("format", "")).startswith("brain-export/")
+    ):
         raise TransferError(f"{path} is not a file `brain export` wrote")
     header, rows, trailer = parsed[0], parsed[1:-1], parsed[-1]
     if trailer.get("end") is not True or trailer.get("rows") != len(rows):
         raise TransferError(f"{path} is cut short: its trailer does not count its rows")
-    return header, rows
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for number, row in enumerate(rows, start=2):
+        table, key = row.get("table"), row.get("key")
+        if not isinstance(table, str) or not isinstance(key, str) or len(key) < SCOPE_HEX_CHARS:
+            raise TransferError(f"{path} line {number} is not a row of an export")
+        counts[key[:SCOPE_HEX_CHARS]][table] += 1
+    return ExportFile(header, trailer, lines[1:-1], {scope: dict(n) for scope, n in counts.items()})
 
 
-def _batches(rows: list[dict[str, object]]) -> Iterator[list[dict[str, object]]]:
-    for start in range(0, len(rows), IMPORT_BATCH_ROWS):
-        yield rows[start : start + IMPORT_BATCH_ROWS]
+def _envelope(header: dict[str, object], start: int) -> tuple[bytes, bytes]:
+    """The bytes of an import request before and after its rows."""
+    head = f'{{"header": {json.dumps(header)}, "start": {start}, "rows": ['
+    return head.encode(), b"]}"
+
+
+def check_row_sizes(sizes: list[int], *, envelope: int, max_body: int) -> None:
+    """TransferError for the first row whose request, the row alone, would pass
+    ``max_body`` bytes (``envelope`` being the request's bytes around its rows)."""
+    for index, size in enumerate(sizes):
+        if envelope + size > max_body:
+            raise TransferError(
+                f"row {index} is {size} bytes, more than one import request may carry "
+                f"({max_body} bytes with its envelope): this export cannot be imported"
+            )
+
+
+def import_batches(
+    sizes: list[int], first: int, *, envelope: int, batch_bytes: int, max_rows: int
+) -> list[tuple[int, int]]:
+    """``(start, end)`` of each request sending rows ``first`` on, given each row's
+    size in bytes: as many rows as keep the request within ``batch_bytes`` (and at
+    most ``max_rows``), a larger row alone."""
+    batches: list[tuple[int, int]] = []
+    start = first
+    while start < len(sizes):
+        end, used = start, envelope
+        while end < len(sizes) and end - start < max_rows:
+            grown = used + sizes[end] + (len(ROW_SEPARATOR) if end > start else 0)
+            if end > start and grown > batch_bytes:
+                break
+            end, used = end + 1, grown
+        batches.append((start, end))
+        start = end
+    return batches
+
+
+def _partial(path: Path, done: int, total: int) -> str:
+    """What a failed import leaves, and how to go on."""
+    again = f"the same `brain import {path}` command again"
+    if done == 0:
+        return "nothing of this export was imported."
+    if done == total:
+        return (
+            f"every row is in, but the import was not closed and counted: run {again} to close it."
+        )
+    return (
+        f"the import stopped at row {done} of {total}: the namespace holds a partial "
+        "import, and its spaces answer reads and recalls without the rows not yet sent "
+        f"(their records, vectors and lexical index). Run {again} to continue from row "
+        f"{done}."
+    )
 
 
 def run_import(args: argparse.Namespace) -> int:
     """``brain import FILE.jsonl``."""
-    header, rows = _read_export(args.file)
-    console = Console(stderr=True, quiet=args.quiet)
-    columns = (
-        TextColumn("importing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
+    from brain.engine.admin.import_marks import count_mismatches
+    from brain.server.http import IMPORT_MAX_BODY, IMPORT_MAX_ROWS
+
+    export = read_export(args.file)
+    header, total = export.header, export.total
+    head, tail = _envelope(header, total)  # the widest start: the largest envelope
+    sizes = [len(line.encode()) for line in export.lines]
+    check_row_sizes(sizes, envelope=len(head) + len(tail), max_body=IMPORT_MAX_BODY)
+    namespace, export_id = str(header.get("namespace")), str(header.get("export_id"))
+    status = _json_answer(
+        args, "GET", f"/v1/import?namespace={quote(namespace)}&export_id={quote(export_id)}"
     )
-    done = 0
-    with Progress(*columns, console=console, disable=args.quiet) as progress:
-        task = progress.add_task("rows", total=len(rows))
-        for batch in _batches(rows):
-            with _request(args, "POST", "/v1/import", {"header": header, "rows": batch}) as answer:
-                done += int(json.load(answer)["imported"])
-            progress.update(task, completed=done)
-    console.print(f"imported {done} rows into namespace {header.get('namespace')!r}")
+    first = int(str(status.get("next", 0)))
+    if first > total:
+        raise TransferError(
+            f"the server has imported {first} rows of this export, more than the file holds"
+        )
+    console = Console(stderr=True, quiet=args.quiet)
+    if 0 < first < total:
+        console.print(f"continuing an interrupted import at row {first} of {total}")
+    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    batches = import_batches(
+        sizes,
+        first,
+        envelope=len(head) + len(tail),
+        batch_bytes=IMPORT_BATCH_BYTES,
+        max_rows=IMPORT_MAX_ROWS,
+    )
+    done = first
+    try:
+        with Progress(*columns, console=console, disable=args.quiet) as progress:
+            task = progress.add_task("rows", total=total, completed=done)
+            for start, end in batches:
+                head, tail = _envelope(header, start)
+                body = head + ROW_SEPARATOR.join(export.lines[start:end]).encode() + tail
+                answer = _json_answer(args, "POST", "/v1/import", body)
+                done = int(str(answer["next"]))
+                progress.update(task, completed=done)
+        finish = json.dumps({"header": header, "trailer": export.trailer}).encode()
+        closed = _json_answer(args, "POST", "/v1/import/finish", finish)
+    except TransferError as exc:
+        raise TransferError(f"{exc}\n{_partial(args.file, done, total)}") from None
+    counts = closed.get("counts")
+    if not isinstance(counts, dict):
+        raise TransferError("the server did not count the rows it holds")
+    mismatches = count_mismatches(export.counts, counts)
+    if mismatches:
+        raise TransferError(
+            "the import finished, but the rows the server holds differ from the file's:\n  "
+            + "\n  ".join(mismatches)
+        )
+    spaces = len(export.counts)
+    console.print(
+        f"imported {total} rows into namespace {namespace!r}; the rows of every table in "
+        f"its {spaces} space{'' if spaces == 1 else 's'} match the file"
+    )
     return EXIT_OK
 
 

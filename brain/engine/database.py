@@ -28,7 +28,7 @@ import lmdb
 from brain.embed import DEFAULT_KIND, load_embedder
 from brain.embed.batching import BatchingEmbedder
 from brain.engine.admin.purge import Purger
-from brain.engine.admin.snapshot import SnapshotInfo, take_snapshot
+from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
 from brain.engine.admin.statistics import (
     Statistics,
     count_scopes,
@@ -36,7 +36,16 @@ from brain.engine.admin.statistics import (
     take_statistics,
     wal_report,
 )
-from brain.engine.admin.transfer import Header, Row, export_lines, import_batch
+from brain.engine.admin.transfer import (
+    Header,
+    ImportBatch,
+    ImportProgress,
+    Row,
+    export_lines,
+    finish_import,
+    import_batch,
+    import_progress_of,
+)
 from brain.engine.dispatcher import Dispatcher
 from brain.engine.index.indexer import Indexer
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
@@ -113,7 +122,7 @@ class Database:
             resolution=options.resolution,
             listeners=listeners,
         )
-        self._purger = Purger(store, writer, retrieval.indexes)
+        self._purger = Purger(store, writer, retrieval.indexes, path / SNAPSHOT_DIR)
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -123,11 +132,14 @@ class Database:
         model = load_embedder(opts.embedder, model_dir=opts.model_dir)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
+        # The torn tail waits: only the store's applied LSN tells whether it is one.
         wal = WriteAheadLog.open(
-            root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync
+            root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
         )
         try:
-            store = Store(root / "lmdb", map_size=opts.map_size)
+            store = Store(
+                root / "lmdb", map_size=opts.map_size, remedy=_store_remedy(wal, root / "lmdb")
+            )
         except BaseException:
             wal.close()
             raise
@@ -294,15 +306,33 @@ class Database:
 
     def export(self, namespace: str) -> Iterator[dict[str, object]]:
         """The export of ``namespace`` (:mod:`brain.engine.admin.transfer`), line by line:
-        the header, every row of one snapshot, the trailer."""
+        the header, every row of one snapshot, the trailer; NOT_FOUND (from the first
+        line) when the database holds no row of the namespace."""
         self._check_open()
         return export_lines(self._store, namespace)
 
-    def import_rows(self, header: Header, rows: list[Row]) -> int:
-        """Write one batch of an export's rows (:func:`~brain.engine.admin.transfer.import_batch`);
-        return how many. The record clock moves past the export's first."""
+    def import_rows(self, header: Header, rows: list[Row], start: int | None = None) -> ImportBatch:
+        """Write one batch of an export's rows, ``rows[0]`` being row ``start`` of the
+        export (None: the import's progress); rows already imported are skipped
+        (:func:`~brain.engine.admin.transfer.import_batch`)."""
         self._check_open()
-        return import_batch(self._writer, self._store, self.retrieval, header, rows)
+        return import_batch(self._writer, self._store, self.retrieval, header, rows, start=start)
+
+    def import_progress(self, header: Header) -> ImportProgress:
+        """Where the import of ``header``'s export stands: the next row to send, and
+        whether it is complete."""
+        self._check_open()
+        return import_progress_of(self._store, header)
+
+    def finish_import(
+        self, header: Header, total: int, scopes: list[bytes]
+    ) -> dict[bytes, dict[bytes, int]]:
+        """Close the import of an export of ``total`` rows; the rows of each exported
+        table in each space it filled (:func:`~brain.engine.admin.transfer.finish_import`)."""
+        self._check_open()
+        return finish_import(
+            self._writer, self._store, self.retrieval, header, total=total, scopes=scopes
+        )
 
     def snapshot(
         self, bundle: Path, *, extra_envs: dict[str, lmdb.Environment] | None = None
@@ -347,11 +377,31 @@ class Database:
         self.close()
 
 
+def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:
+    """What an operator can do about a damaged store file, given how far back the WAL reaches
+    (spec/05-durability.md §4)."""
+    if wal.first_lsn == 1:
+        return (
+            f"the WAL in {wal.directory} still holds every record from LSN 1, so the store "
+            f"can be rebuilt from it: move {store_dir} aside and start again (recovery "
+            "replays the whole log)"
+        )
+    return (
+        f"the WAL in {wal.directory} reaches back only to the last checkpoint (it starts at "
+        f"LSN {wal.first_lsn}), so it cannot rebuild the store: restore a snapshot with "
+        "`brain snapshot restore BUNDLE --data NEW_DIR`; when the bundle's store_lsn "
+        f"(MANIFEST.json) is at least {wal.first_lsn - 1}, replacing NEW_DIR/wal with a "
+        "copy of this WAL also recovers every write since the snapshot"
+    )
+
+
 def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
-    """Apply every WAL record after ``applied_lsn``; return (applied_lsn, last record time)."""
+    """Cut the WAL's torn tail unless it holds an applied record, then apply every WAL
+    record after ``applied_lsn``; return (applied_lsn, last record time)."""
     with store.read() as txn:
         progress = get_progress(store, txn)
     applied, last_time = progress.applied_lsn, progress.last_record_time
+    wal.cut_torn_tail(applied)
     if wal.last_lsn < applied:
         raise StorageFault(
             f"the WAL in {wal.directory} ends at LSN {wal.last_lsn} but the store has applied "

@@ -96,8 +96,11 @@ class Dispatcher:
         """
 
         def submit(plan: Callable[[PlanContext], Outcome]) -> Future[bytes]:
-            # Every planner sees who asked, for the audit log.
-            return self._writer.submit(lambda ctx: plan(dataclasses.replace(ctx, actor=actor)))
+            # Every planner sees who asked, for the audit log; the namespace names the
+            # writer's lane, which keeps its jobs in order and takes turns with others.
+            return self._writer.submit(
+                lambda ctx: plan(dataclasses.replace(ctx, actor=actor)), namespace
+            )
 
         if opcode is Opcode.TXN_COMMIT:
             assert isinstance(request, TxnCommit)
@@ -133,17 +136,20 @@ class Dispatcher:
             future = self._writer.submit(
                 lambda ctx: read_in_txn(
                     ctx, self._txns, namespace, txn_id=txn_id, opcode=opcode, request=request
-                )
+                ),
+                namespace,
             )
             return response_class(opcode).from_wire(cbor.decode(future.result()))
         space: str | None = getattr(request, "space", None)
         scope = Scope.of(namespace, space)
         if opcode in (Opcode.RECALL, Opcode.EXPLAIN):
-            # A recall sees every write acknowledged before it: wait for their vectors.
-            wanted = self._writer.applied_lsn
+            # A recall sees every write of its scope acknowledged before it: wait for
+            # their vectors, not for other scopes' (spec/04-retrieval.md §3).
             retrieval = self._retrieval
-            if not retrieval.indexer.wait_for(wanted, retrieval.index_wait_s):
-                log.warning("recall ran before the indexer reached LSN %d", wanted)
+            indexed = retrieval.indexer.wait_for_scope(scope.prefix, retrieval.index_wait_s)
+            if not indexed and not self._writer.read_only:
+                # Read-only, the indexer cannot write: the coverage says what is missing.
+                log.warning("a recall in space %r ran before its writes were indexed", scope.space)
         try:
             return self._read_snapshot(handler, scope, request)
         except BrainError as exc:

@@ -7,16 +7,20 @@ row, with the index changes derived from them
 entries (:func:`brain.engine.write.change_log.change_entries`), both read off the
 record changes and the state before them: no planner writes an index row or a
 log entry itself, so none can forget one. The transaction opcodes
-are planned here too, from the same pieces: a buffered write is planned against
-the state plus its transaction's earlier writes in a nested LMDB transaction
-that is then thrown away, and a commit plans every buffered write again, in
-order, into one plan.
+are planned here too, from the same pieces: a buffered write is planned (its
+record changes and idempotency rows, :func:`plan_records`) in a nested LMDB
+transaction holding the changes its transaction's earlier writes kept, which
+is then thrown away; a read in a transaction runs on the same kept changes;
+and a commit plans every buffered write again, once each, in order, into one
+plan. No request plans a transaction's earlier writes again but the commit,
+so a transaction of n writes costs n plannings to buffer and n to commit
+(spec/05-durability.md §8).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from brain import cbor
@@ -27,7 +31,7 @@ from brain.engine.write import budget, idempotency
 from brain.engine.write.change_log import change_entries
 from brain.engine.write.plan import Change, Plan, apply_changes
 from brain.engine.write.reads import ReadContext
-from brain.engine.write.transactions import BufferedWrite, IdSource, TxnRegistry
+from brain.engine.write.transactions import BufferedWrite, IdSource, TxnRegistry, kept_units
 from brain.engine.write.writer import Failed, PlanContext, Replay
 from brain.errors import BrainError, TxnExpired
 from brain.wire.messages.txn_ops import TxnCommit, TxnCommitted
@@ -35,8 +39,10 @@ from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
 __all__ = [
+    "Planned",
     "plan_buffered",
     "plan_commit",
+    "plan_records",
     "plan_single",
     "plan_write",
     "read_in_txn",
@@ -55,6 +61,34 @@ def _as_write(request: Message) -> WriteRequest:
     return request
 
 
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A write's own changes: what its planner returned, its idempotency rows, its answer."""
+
+    scope: Scope
+    changes: list[Change]
+    rows: list[Change]
+    payload: bytes
+
+
+def plan_records(
+    ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
+) -> Planned | Replay:
+    """A write with a ``request_id``, planned with its idempotency check but without
+    the index and change-log entries derived from it: the stored answer, or its
+    record changes, idempotency rows and answer."""
+    write = _as_write(request)
+    scope = Scope.of(namespace, write.space)
+    digest = idempotency.request_digest(opcode, request)
+    stored = idempotency.lookup(ctx.store, ctx.txn, scope, write.request_id, digest)
+    if stored is not None:
+        return Replay(stored)
+    changes, answer = WRITES[opcode](ctx, scope, request)
+    payload = cbor.encode(answer.to_wire())
+    rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
+    return Planned(scope, changes, rows, payload)
+
+
 def plan_write(
     ctx: PlanContext, namespace: str, opcode: Opcode, request: Message
 ) -> tuple[list[Change], bytes] | Replay:
@@ -67,15 +101,10 @@ def plan_write(
             # A put that changes nothing takes no LSN: its retry must not look like a write.
             return Replay(cbor.encode(answer.to_wire()))
         return changes + index_entries(ctx, scope, changes), cbor.encode(answer.to_wire())
-    write = _as_write(request)
-    scope = Scope.of(namespace, write.space)
-    digest = idempotency.request_digest(opcode, request)
-    stored = idempotency.lookup(ctx.store, ctx.txn, scope, write.request_id, digest)
-    if stored is not None:
-        return Replay(stored)
-    changes, answer = WRITES[opcode](ctx, scope, request)
-    payload = cbor.encode(answer.to_wire())
-    rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
+    planned = plan_records(ctx, namespace, opcode, request)
+    if isinstance(planned, Replay):
+        return planned
+    changes = planned.changes
     logged = change_entries(
         ctx.store,
         ctx.txn,
@@ -85,8 +114,8 @@ def plan_write(
         lsn=ctx.lsn,
         recorded_at=ctx.record_time,
     )
-    indexed = index_entries(ctx, scope, changes)
-    return changes + indexed + rows + logged, payload
+    indexed = index_entries(ctx, planned.scope, changes)
+    return changes + indexed + planned.rows + logged, planned.payload
 
 
 def plan_single(
@@ -101,13 +130,14 @@ def plan_single(
 
 
 def _replay_buffer(
-    ctx: PlanContext, namespace: str, writes: list[BufferedWrite], lsn: int, record_time: int
+    ctx: PlanContext, namespace: str, writes: list[BufferedWrite]
 ) -> tuple[list[Change], list[bytes]]:
-    """Plan ``writes`` in order inside ``ctx.txn``, applying each so the next sees it."""
+    """Plan ``writes`` in order inside ``ctx.txn`` (the commit), with the ids each took
+    when buffered, applying each so the next sees it."""
     all_changes: list[Change] = []
     answers: list[bytes] = []
     for index, write in enumerate(writes):
-        step = replace(ctx, lsn=lsn, record_time=record_time, ids=write.ids.replay())
+        step = replace(ctx, ids=write.ids.replay())
         try:
             planned = plan_write(step, namespace, write.opcode, write.request)
         except BrainError as exc:
@@ -123,6 +153,13 @@ def _replay_buffer(
     return all_changes, answers
 
 
+def _apply_kept(ctx: PlanContext, writes: list[BufferedWrite]) -> None:
+    """Put the changes ``writes`` kept into ``ctx.txn``, in order: the state they
+    leave, as raw puts, with no planner run again."""
+    for write in writes:
+        apply_changes(ctx.store, ctx.txn, write.kept)
+
+
 def plan_buffered(
     ctx: PlanContext,
     registry: TxnRegistry,
@@ -135,39 +172,40 @@ def plan_buffered(
     """Plan a write against the state plus its transaction's buffer; buffer it once final.
 
     Runs on the writer thread, so buffering and commits of one transaction are
-    ordered. Nothing is written: the nested transaction is aborted. The write
-    joins the buffer only when its batch is final (``after``), so a batch
+    ordered. Nothing is written: in a nested transaction, the changes the
+    transaction's earlier writes kept are applied and this write's record
+    changes are planned on them, then the nested transaction is aborted. The
+    write is staged for the jobs after it in the batch and joins the buffer, with
+    the changes it made, only when its batch is final (``after``), so a batch
     planned again after the map grew does not buffer it twice. A write whose
     ``request_id`` is already buffered is a retry: it gets the same answer and
     is not buffered again.
     """
-    txn = registry.get(txn_id, namespace)
+    txn = registry.get(txn_id, namespace, ctx.planning)
+    earlier = txn.pending(ctx.planning)
     write = _as_write(request)
-    repeat = any(_as_write(w.request).request_id == write.request_id for w in txn.writes)
+    repeat = any(_as_write(w.request).request_id == write.request_id for w in earlier)
     if not repeat:
-        registry.check_room(txn)
-    cost = (
-        0
-        if repeat
-        else budget.check_write(opcode, request, already=txn.cost, budget=budget.TXN_BUDGET)
-    )
+        registry.check_room(txn, ctx.planning)
+    ids = IdSource()
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
-        nested = replace(ctx, txn=child, lsn=0, record_time=0)
-        _replay_buffer(nested, namespace, txn.writes, 0, 0)
-        ids = IdSource()
-        planned = plan_write(replace(nested, ids=ids), namespace, opcode, request)
+        nested = replace(ctx, txn=child, lsn=0, record_time=0, ids=ids)
+        _apply_kept(nested, earlier)
+        planned = plan_records(nested, namespace, opcode, request)
     finally:
         child.abort()
-    answer = planned.answer if isinstance(planned, Replay) else planned[1]
+    kept: tuple[Change, ...] = ()
+    if isinstance(planned, Replay):
+        answer = planned.answer
+    else:
+        answer, kept = planned.payload, (*planned.changes, *planned.rows)
     if repeat:
         return Replay(answer)
-
-    def buffer() -> None:
-        txn.writes.append(BufferedWrite(opcode, request, ids))
-        txn.cost += cost
-
-    return Replay(answer, after=buffer)
+    cost = budget.estimate_write(opcode, request) + kept_units(kept)
+    buffered = BufferedWrite(opcode, request, ids, kept, cost)
+    registry.stage(txn, buffered, ctx.planning)
+    return Replay(answer, after=lambda: registry.confirm(txn, buffered))
 
 
 def read_in_txn(
@@ -179,13 +217,14 @@ def read_in_txn(
     opcode: Opcode,
     request: Message,
 ) -> Replay:
-    """A read that sees its transaction's buffered writes: they are replayed in a
-    nested LMDB transaction, the read runs against it, and it is thrown away."""
-    txn = registry.get(txn_id, namespace)
+    """A read that sees its transaction's buffered writes: the changes they kept are
+    applied in a nested LMDB transaction, the read runs against it, and it is
+    thrown away."""
+    txn = registry.get(txn_id, namespace, ctx.planning)
     scope = Scope.of(namespace, getattr(request, "space", None))
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
-        _replay_buffer(replace(ctx, txn=child), namespace, txn.writes, 0, 0)
+        _apply_kept(replace(ctx, txn=child), txn.pending(ctx.planning))
         reader = ReadContext(ctx.store, child, ctx.record_time, ctx.resolution)
         answer = READS[opcode](reader, scope, request)
     finally:
@@ -204,7 +243,7 @@ def plan_commit(
     scope = Scope.of(namespace, None)
     digest = idempotency.request_digest(Opcode.TXN_COMMIT, request)
     try:
-        txn = registry.get(request.txn_id, namespace)
+        txn = registry.get(request.txn_id, namespace, ctx.planning)
     except TxnExpired:
         # A client that lost the answer of a commit that went through asks again:
         # it gets the stored answer, as a repeated write does (spec/01-wire.md §4).
@@ -216,10 +255,13 @@ def plan_commit(
     def end() -> None:
         registry.discard(request.txn_id)
 
+    writes = txn.pending(ctx.planning)
+    # Ended from here on for the later jobs of this planning, committed or not.
+    registry.closing(txn, ctx.planning)
     child = ctx.store.env.begin(write=True, parent=ctx.txn)
     try:
         nested = replace(ctx, txn=child)
-        changes, answers = _replay_buffer(nested, namespace, txn.writes, ctx.lsn, ctx.record_time)
+        changes, answers = _replay_buffer(nested, namespace, writes)
     except BrainError as exc:
         return Failed(exc, after=end)
     finally:

@@ -2,7 +2,8 @@
 
 :class:`Server` owns everything one ``brain serve`` runs. ``start`` binds the
 three ports (port 0 picks a free one, which tests use) and ``stop`` closes
-listeners, lets connections finish, and releases the data directory.
+listeners, lets connections finish, and releases the data directory. Which
+connections are let in is :mod:`brain.server.admission`'s to say.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -21,6 +22,7 @@ from brain import __version__
 from brain.engine.database import Database, DatabaseOptions
 from brain.errors import Overloaded
 from brain.ids import new_id
+from brain.server.admission import OVERLOADED_RETRY_MS, Admission, Slot
 from brain.server.backend import Backend, BackendStatus, EngineBackend, UnbuiltBackend
 from brain.server.config import Config
 from brain.server.connection import Connection
@@ -29,6 +31,7 @@ from brain.server.files import make_private
 from brain.server.http import make_admin_app, make_public_app
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
+from brain.server.signals import watch_stop_signals
 from brain.wire.session import ServerSession, encode_error_frame
 
 __all__ = ["SERVER_NAME", "Server", "run_server"]
@@ -37,11 +40,16 @@ log = logging.getLogger("brain.server")
 
 SERVER_NAME: Final = f"brain/{__version__}"
 
+REFUSED_HOLD_S: Final = OVERLOADED_RETRY_MS / 1000
+"""How long a connection refused at accept is held before its OVERLOADED: the
+``retry_after_ms`` it is then told, so a client that obeys it loses nothing."""
+
+MAX_HELD_REFUSALS: Final = 1024
+"""Refused connections held at once; past it they are refused at once. Each holds a
+file descriptor and a small task, so this bounds what holding them costs."""
+
 SHUTDOWN_GRACE_S: Final = 10.0
 """How long stop() waits for open connections to finish before cutting them."""
-
-OVERLOADED_RETRY_MS: Final = 1000
-"""Suggested back-off for a client refused because max_connections were open."""
 
 
 class Server:
@@ -57,11 +65,17 @@ class Server:
         self.credentials_path: Path | None = None
         self._wire: asyncio.Server | None = None
         self._runners: list[web.AppRunner] = []
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._held: set[asyncio.Task[Any]] = set()
+        self._admission = Admission(
+            max_connections=config.server.max_connections,
+            max_per_peer=config.server.max_connections_per_peer,
+        )
         self.wire_port = 0
         self.public_port = 0
         self.admin_port = 0
         self._recovering = True
+        self._stopping = False
 
     def status(self) -> BackendStatus:
         """Readiness: 503 while recovering, then whatever the backend says."""
@@ -102,6 +116,9 @@ class Server:
             self.metrics.attach_database(database)
         self._recovering = False
         self.keys = KeyStore(data)
+        loop = asyncio.get_running_loop()
+        # Revocations come from the admin port's worker threads.
+        self.keys.on_revoked(lambda key_id: loop.call_soon_threadsafe(self._key_revoked, key_id))
         self.credentials_path = bootstrap_credentials(data, self.keys)
         self._wire = await asyncio.start_server(
             self._accept, host=server.host, port=server.port, limit=64 * 1024
@@ -128,20 +145,6 @@ class Server:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None and self.keys is not None
-        if len(self._connections) >= self.config.server.max_connections:
-            self.metrics.connections_refused.inc()
-            error = Overloaded(
-                f"{self.config.server.max_connections} connections are open; try again later",
-                retry_after_ms=OVERLOADED_RETRY_MS,
-            )
-            writer.write(encode_error_frame(0, error))
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.drain()
-            writer.close()
-            return
-        self._connections.add(task)
-        self.metrics.connections.inc()
-        self.metrics.connections_open.inc()
         server = self.config.server
         session = ServerSession(
             server_name=SERVER_NAME,
@@ -162,10 +165,67 @@ class Server:
             subscriber_stall_s=server.subscriber_stall_s,
         )
         try:
+            slot = self._admit(writer, connection)
+        except Overloaded as refused:
+            self.metrics.connections_refused.inc()
+            await self._hold_refused()
+            writer.write(encode_error_frame(0, refused))
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.drain()
+            writer.close()
+            return
+        connection.slot = slot
+        self._connections[task] = connection
+        self.metrics.connections.inc()
+        self.metrics.connections_open.inc()
+        try:
             await connection.serve()
+        except asyncio.CancelledError:
+            # stop() cut it after the grace. Returned, not raised: the stream
+            # machinery would log a cancelled handler as an error.
+            pass
         finally:
-            self._connections.discard(task)
+            slot.release()
+            del self._connections[task]
             self.metrics.connections_open.dec()
+
+    async def _hold_refused(self) -> None:
+        """Keep a refused connection open, unread, for :data:`REFUSED_HOLD_S` before it
+        is told OVERLOADED, while fewer than :data:`MAX_HELD_REFUSALS` are held: a
+        client that reconnects the moment it is refused then asks once a second
+        instead of thousands of times, and its refusals stop costing everyone else
+        the event loop. Not while stopping: the stop must not wait for them."""
+        if self._stopping or len(self._held) >= MAX_HELD_REFUSALS:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._held.add(task)
+        try:
+            await asyncio.sleep(REFUSED_HOLD_S)
+        except asyncio.CancelledError:
+            pass  # stop(): answer it now
+        finally:
+            self._held.discard(task)
+
+    def _admit(self, writer: asyncio.StreamWriter, connection: Connection) -> Slot:
+        """The new connection's slot; OVERLOADED when it may not be let in."""
+        if self._stopping:
+            # Accepted just before the listener closed: stop() has drained the rest.
+            raise Overloaded("the server is stopping", retry_after_ms=OVERLOADED_RETRY_MS)
+        return self._admission.admit(_peer_address(writer), self._displace(connection))
+
+    def _displace(self, connection: Connection) -> Callable[[Overloaded], None]:
+        """How to close ``connection`` should it have to give way to a newer one."""
+
+        def close(error: Overloaded) -> None:
+            self.metrics.connections_displaced.inc()
+            connection.close_for(error)
+
+        return close
+
+    def _key_revoked(self, key_id: bytes) -> None:
+        for connection in list(self._connections.values()):
+            connection.key_revoked(key_id)
 
     async def _close_listeners(self) -> None:
         if self._wire is not None:
@@ -185,9 +245,16 @@ class Server:
 
     async def stop(self) -> None:
         """Stop accepting, give connections a grace period, release everything."""
+        self._stopping = True
         if self._wire is not None:
             self._wire.close()
+        for held in list(self._held):
+            held.cancel()
         if self._connections:
+            # Subscriptions never end on their own and idle connections wait for their
+            # peers: each is told to answer what is in flight and close.
+            for connection in self._connections.values():
+                connection.drain()
             _, pending = await asyncio.wait(set(self._connections), timeout=SHUTDOWN_GRACE_S)
             for task in pending:
                 task.cancel()
@@ -205,9 +272,7 @@ async def run_server(config: Config) -> None:
     # Handlers go in before the "serving" line is printed: a supervisor that
     # reads that line and signals at once must get a clean stop, not death.
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    restore_signals = watch_stop_signals(asyncio.get_running_loop(), stop.set)
     server = Server(config)
     await server.start()
     if server.credentials_path is not None:
@@ -222,5 +287,23 @@ async def run_server(config: Config) -> None:
     try:
         await stop.wait()
     finally:
-        log.info("shutting down")
-        await server.stop()
+        status = server.status()
+        if status.ready:
+            log.info("shutting down")
+        else:
+            # Still a clean stop, exit 0: nothing acknowledged is lost, and the next start
+            # recovers from the WAL (spec/07-reliability.md §1).
+            log.warning("shutting down %s", status.reason)
+        try:
+            await server.stop()
+        finally:
+            restore_signals()
+
+
+def _peer_address(writer: asyncio.StreamWriter) -> str:
+    """The address a connection comes from, without its port: what the per-peer
+    limit counts by."""
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and peer:
+        return str(peer[0])
+    return str(peer)

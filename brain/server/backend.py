@@ -12,12 +12,14 @@ runs on the event loop. A write answers with the exact bytes the engine stored
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from brain.engine.store.scope import Scope
 from brain.errors import Unavailable
+from brain.server.fanout import ChangeFanout
 from brain.wire.messages.subscribe_ops import RECORD_KINDS, ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
@@ -79,7 +81,7 @@ class Backend(Protocol):
 
     def subscribe(
         self, principal: Principal, request: Subscribe
-    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
+    ) -> AsyncGenerator[tuple[int, list[ChangeEvent]], None]:
         """The changes of the request's scope, one LSN at a time ``(lsn, events)``:
         replayed from ``from_lsn`` (absent: from now), then live, without end."""
         ...
@@ -96,6 +98,10 @@ class EngineBackend:
         self.database = database
         self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="brain-read")
         self._recallers = ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="brain-recall")
+        # One listener for every subscription: each commit costs the event loop at
+        # most one callback, and none when no subscription follows what it wrote.
+        self.fanout = ChangeFanout()
+        self._stop_listening = database.on_applied(self.fanout.applied)
 
     async def execute(
         self, principal: Principal, opcode: Opcode, request: Message
@@ -125,16 +131,15 @@ class EngineBackend:
 
     async def subscribe(
         self, principal: Principal, request: Subscribe
-    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
-        """Read the change log of the scope in steps, waking up after each commit."""
+    ) -> AsyncGenerator[tuple[int, list[ChangeEvent]], None]:
+        """Read the change log of the scope in steps, waking up after each commit that
+        wrote to it; OVERLOADED past the key's subscription limit (:mod:`.fanout`)."""
         db = self.database
         loop = asyncio.get_running_loop()
-        woken = asyncio.Event()
-
-        def wake(_plans: object) -> None:
-            loop.call_soon_threadsafe(woken.set)
-
-        stop = db.on_applied(wake)
+        watch = self.fanout.add(
+            Scope.of(principal.namespace, request.space).prefix, principal.key_id
+        )
+        woken = watch.event
         first = db.applied_lsn + 1 if request.from_lsn is None else request.from_lsn
         after = first.to_bytes(8, "big")  # sorts before every entry of LSN ``first``
         kinds = set(request.records or RECORD_KINDS)
@@ -173,7 +178,7 @@ class EngineBackend:
                 for lsn, events in groups.items():
                     yield lsn, events
         finally:
-            stop()
+            self.fanout.remove(watch)
 
     def status(self) -> BackendStatus:
         """Ready unless a storage fault turned the database read-only."""
@@ -184,6 +189,7 @@ class EngineBackend:
 
     async def close(self) -> None:
         """Stop the read pool, then close the database (checkpointing it)."""
+        self._stop_listening()
         self._readers.shutdown(wait=True)
         self._recallers.shutdown(wait=True)
         await asyncio.to_thread(self.database.close)
@@ -207,7 +213,7 @@ class UnbuiltBackend:
 
     async def subscribe(
         self, principal: Principal, request: Subscribe
-    ) -> AsyncIterator[tuple[int, list[ChangeEvent]]]:
+    ) -> AsyncGenerator[tuple[int, list[ChangeEvent]], None]:
         """Refuse with UNAVAILABLE, as every data request."""
         raise Unavailable("SUBSCRIBE is not available in this build")
         yield  # pragma: no cover - makes this an async generator

@@ -45,6 +45,12 @@ DEFAULT_MAX_CONNECTIONS: Final = 1024
 """Open wire connections beyond which new ones are refused with OVERLOADED;
 each costs a task and buffers, so the bound keeps memory bounded under a flood."""
 
+DEFAULT_MAX_CONNECTIONS_PER_PEER: Final = 256
+"""Open wire connections one peer address may hold: a quarter of the default
+``max_connections``, so one host (a flood of silent sockets, or a runaway pool)
+leaves the rest to others, and a pool of a few hundred still fits. Raise it when
+every client comes through one proxy."""
+
 DEFAULT_SUBSCRIBER_STALL_S: Final = 30.0
 """How long a subscriber may leave its frames unread before it is dropped: its
 connection's send buffer is full for that long, so it is not keeping up."""
@@ -71,6 +77,7 @@ class ServerConfig:
     max_frame: int = DEFAULT_MAX_FRAME
     max_streams: int = DEFAULT_MAX_STREAMS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     subscriber_stall_s: float = DEFAULT_SUBSCRIBER_STALL_S
 
@@ -255,10 +262,9 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"server.{key} must be a TCP port (0-65535), got {port}")
     if not 1 <= server.max_frame <= MAX_FRAME_CEILING:
         raise ConfigError(f"server.max_frame must be in 1..{MAX_FRAME_CEILING}")
-    if server.max_streams < 1:
-        raise ConfigError("server.max_streams must be at least 1")
-    if server.max_connections < 1:
-        raise ConfigError("server.max_connections must be at least 1")
+    for key in ("max_streams", "max_connections", "max_connections_per_peer"):
+        if getattr(server, key) < 1:
+            raise ConfigError(f"server.{key} must be at least 1")
     if server.subscriber_stall_s <= 0:
         raise ConfigError("server.subscriber_stall_s must be positive")
     if server.idle_timeout_s <= 0:

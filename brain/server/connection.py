@@ -18,11 +18,17 @@ from typing import Final
 
 from brain.errors import BrainError, Internal, Overloaded, Unauthenticated
 from brain.ids import new_id
+from brain.server.admission import Slot
 from brain.server.backend import Backend, RawAnswer
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
 from brain.wire.messages.control import CancelStreamOk
-from brain.wire.messages.subscribe_ops import Subscribe, SubscriptionEnded, Unsubscribe
+from brain.wire.messages.subscribe_ops import (
+    ChangeEvent,
+    Subscribe,
+    SubscriptionEnded,
+    Unsubscribe,
+)
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 from brain.wire.session import (
@@ -76,11 +82,52 @@ class Connection:
         self._idle_timeout_s = idle_timeout_s
         self._stall_s = subscriber_stall_s
         self._subscriptions: dict[int, asyncio.Task[None]] = {}
+        # Subscriptions being ended with an ERROR rather than SubscriptionEnded.
+        self._end_errors: dict[int, BrainError] = {}
+        self.slot: Slot | None = None
+        """The connection's place in the server's count of connections
+        (:mod:`brain.server.admission`), told when AUTH succeeds."""
+        self._draining = False
         self._clock = clock
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._closing = False
         peer = writer.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def close_for(self, error: BrainError) -> None:
+        """Close the connection now, telling the peer why on stream 0 (it had to
+        give way to a newer connection)."""
+        if self._closing:
+            return
+        self._writer.write(encode_error_frame(0, error))
+        self._closing = True
+        self._stop_reading()
+
+    def drain(self) -> None:
+        """Stop serving for a shutdown: read no more requests, end every subscription
+        as BYE does, answer what is in flight, then close."""
+        self._draining = True
+        self._closing = True
+        self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        """Read nothing more, and wake the read loop if it is parked in read()."""
+        transport = self._writer.transport
+        if isinstance(transport, asyncio.ReadTransport) and not transport.is_closing():
+            # Bytes the peer sends after the EOF below would be fed past it.
+            transport.pause_reading()
+        self._reader.feed_eof()
+
+    def key_revoked(self, key_id: bytes) -> None:
+        """Key ``key_id`` was revoked: if it is this connection's, end its subscriptions
+        with UNAUTHENTICATED (each later request is refused the same way)."""
+        principal = self._session.principal
+        if principal is None or principal.key_id != key_id:
+            return
+        for stream_id, task in list(self._subscriptions.items()):
+            if not task.done():
+                self._end_errors[stream_id] = _revoked()
+                task.cancel()
 
     async def serve(self) -> None:
         """Run until the peer leaves, the protocol closes the connection, or a timeout."""
@@ -137,21 +184,14 @@ class Connection:
                 self._writer.write(event.data)
             elif isinstance(event, CloseConnection):
                 self._closing = True
-                # Wake the read loop if it is parked in read(): nothing more is read.
-                self._reader.feed_eof()
+                self._stop_reading()
                 if event.error is not None:
                     # Labelled by the error's wire name, never by its message: a
                     # message may quote the peer's bytes, and every distinct label
                     # value is a series kept for the life of the process.
                     self._metrics.protocol_errors.labels(error=event.error).inc()
             elif isinstance(event, RequestReceived):
-                if event.opcode is Opcode.SUBSCRIBE:
-                    assert isinstance(event.request, Subscribe)
-                    task = asyncio.create_task(self._subscription(event.stream_id, event.request))
-                    self._subscriptions[event.stream_id] = task
-                else:
-                    task = asyncio.create_task(self._run(event))
-                self._tasks[event.stream_id] = task
+                await self._start(event)
             elif isinstance(event, AuthRequested):
                 await self._authenticate(event)
             elif isinstance(event, CancelRequested):
@@ -169,6 +209,22 @@ class Connection:
         if events:
             await self._writer.drain()
 
+    async def _start(self, event: RequestReceived) -> None:
+        """Run a data request in a task of its own, unless its key was revoked since
+        AUTH: then it is refused at once (spec/01-wire.md §4)."""
+        principal = self._session.principal
+        if principal is not None and self._keys.is_revoked(principal.key_id):
+            self._metrics.observe(event.opcode.name, "UNAUTHENTICATED", 0.0)
+            await self._act(self._session.respond_error(event.stream_id, _revoked()))
+            return
+        if event.opcode is Opcode.SUBSCRIBE:
+            assert isinstance(event.request, Subscribe)
+            task = asyncio.create_task(self._subscription(event.stream_id, event.request))
+            self._subscriptions[event.stream_id] = task
+        else:
+            task = asyncio.create_task(self._run(event))
+        self._tasks[event.stream_id] = task
+
     async def _authenticate(self, event: AuthRequested) -> None:
         record = await asyncio.to_thread(self._keys.authenticate, event.api_key)
         if record is None:
@@ -179,6 +235,8 @@ class Connection:
         principal = Principal(
             record.namespace, record.key_id, record.permissions, self._session.session_id
         )
+        if self.slot is not None:
+            self.slot.authenticate()
         await self._act(self._session.auth_succeeded(event.stream_id, principal))
 
     async def _end_subscription(self, stream_id: int) -> bool:
@@ -203,32 +261,23 @@ class Connection:
         started = time.perf_counter()
         self._metrics.subscriptions_open.inc()
         try:
-            async for lsn, events in self._backend.subscribe(principal, request):
-                for change in events:
-                    await self._act_now(
-                        self._session.respond(stream_id, Opcode.SUBSCRIBE, change, eos=False)
-                    )
-                if events:
-                    try:
-                        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
-                        # cancel that lands as the drain completes, and the stream
-                        # would never end.
-                        async with asyncio.timeout(self._stall_s):
-                            await self._writer.drain()
-                    except TimeoutError:
-                        self._metrics.observe("SUBSCRIBE", "OVERLOADED", 0.0)
-                        too_slow = Overloaded(
-                            f"the subscriber left its frames unread for {self._stall_s:g} s; "
-                            f"subscribe again with from_lsn {lsn + 1}"
-                        )
-                        await self._act(self._session.respond_error(stream_id, too_slow))
+            subscription = self._backend.subscribe(principal, request)
+            # aclosing: the subscription leaves the fan-out as soon as the stream ends.
+            async with contextlib.aclosing(subscription) as changes:
+                async for lsn, events in changes:
+                    if not await self._send_changes(stream_id, lsn, events):
                         return
-                next_lsn = lsn + 1
+                    next_lsn = lsn + 1
         except asyncio.CancelledError:
+            error = self._end_errors.pop(stream_id, None)
             if not self._session.closed:
-                ended = SubscriptionEnded(next_lsn=max(next_lsn, 0))
                 with contextlib.suppress(ConnectionError, OSError):
-                    await self._act(self._session.respond(stream_id, Opcode.SUBSCRIBE, ended))
+                    if error is not None:
+                        self._metrics.observe("SUBSCRIBE", error.wire_name, 0.0)
+                        await self._act(self._session.respond_error(stream_id, error))
+                    else:
+                        ended = SubscriptionEnded(next_lsn=max(next_lsn, 0))
+                        await self._act(self._session.respond(stream_id, Opcode.SUBSCRIBE, ended))
             raise
         except BrainError as exc:
             self._metrics.observe("SUBSCRIBE", exc.wire_name, time.perf_counter() - started)
@@ -240,6 +289,30 @@ class Connection:
             self._metrics.subscriptions_open.dec()
             self._subscriptions.pop(stream_id, None)
             self._tasks.pop(stream_id, None)
+
+    async def _send_changes(self, stream_id: int, lsn: int, events: list[ChangeEvent]) -> bool:
+        """Send one LSN's changes and wait for the socket to take them; False (after
+        telling the subscriber) when it left them unread for the stall timeout."""
+        for change in events:
+            await self._act_now(
+                self._session.respond(stream_id, Opcode.SUBSCRIBE, change, eos=False)
+            )
+        if not events:
+            return True
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+            # lands as the drain completes, and the stream would never end.
+            async with asyncio.timeout(self._stall_s):
+                await self._writer.drain()
+        except TimeoutError:
+            self._metrics.observe("SUBSCRIBE", "OVERLOADED", 0.0)
+            too_slow = Overloaded(
+                f"the subscriber left its frames unread for {self._stall_s:g} s; "
+                f"subscribe again with from_lsn {lsn + 1}"
+            )
+            await self._act(self._session.respond_error(stream_id, too_slow))
+            return False
+        return True
 
     async def _act_now(self, events: list[Event]) -> None:
         """Queue ``events`` without waiting for the socket (the caller drains)."""
@@ -288,6 +361,26 @@ class Connection:
             self._tasks.pop(event.stream_id, None)
 
     async def _shutdown(self) -> None:
+        try:
+            if self._draining:
+                await self._finish_in_flight()
+        finally:
+            await self._close()
+
+    async def _finish_in_flight(self) -> None:
+        """End the subscriptions (each sends its SubscriptionEnded), then wait for the
+        other requests in flight to be answered."""
+        for task in list(self._subscriptions.values()):
+            task.cancel()
+        if self._subscriptions:
+            await asyncio.wait(set(self._subscriptions.values()), timeout=SUBSCRIPTION_END_S)
+        requests = {t for sid, t in self._tasks.items() if sid not in self._subscriptions}
+        if requests:
+            await asyncio.wait(requests)
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.drain()
+
+    async def _close(self) -> None:
         principal = self._session.principal
         self._session.close()
         if principal is not None:
@@ -304,3 +397,7 @@ class Connection:
         self._writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
+
+
+def _revoked() -> Unauthenticated:
+    return Unauthenticated("the API key of this connection was revoked")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
-from brain.engine.admin.snapshot import list_snapshots
+from brain.engine.admin.snapshot import SNAPSHOT_DIR, list_snapshots
 from brain.engine.admin.transfer import EXPORT_FORMAT, Header, Row
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
 from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ADMIN",
     "ADMIN_MAX_BODY",
+    "IMPORT_MAX_BODY",
+    "IMPORT_MAX_ROWS",
     "PUBLIC",
     "AdminState",
     "PublicState",
@@ -59,9 +61,6 @@ _STATUS_BY_ERROR: Final = {
     "UNAVAILABLE": 503,
 }
 
-SNAPSHOT_DIR: Final = "snapshots"
-"""Bundles made through the admin port go to DATA/snapshots/."""
-
 
 def _error(status: int, name: str, message: str, field: str | None = None) -> web.Response:
     body: dict[str, object] = {"error": name, "message": message}
@@ -75,6 +74,14 @@ EXPORT_CHUNK_LINES: Final = 1000
 
 IMPORT_MAX_ROWS: Final = 10_000
 """Rows one import request may carry: one logged write, a few megabytes at most."""
+
+IMPORT_MAX_BODY: Final = 64 * 1024 * 1024
+"""The body of one import request (every other admin route keeps
+:data:`ADMIN_MAX_BODY`): room for the largest row a record can put. One write
+carries at most about 4 MiB of data (``WRITE_BUDGET``), and the largest row it
+derives, the lexical row of a text of many distinct short words, is a few times
+its text; an export doubles each row in hex. It is also the WAL's largest
+record (``MAX_PAYLOAD``), which the batch becomes."""
 
 
 def _take(lines: Iterator[dict[str, object]], count: int) -> list[dict[str, object]]:
@@ -100,23 +107,51 @@ def _row(index: int, row: object) -> Row:
     raise InvalidArgument(f"rows[{index}] is not a row of an export", field="rows")
 
 
-def parse_import(body: dict[str, object]) -> tuple[Header, list[Row]]:
-    """An import request: ``{"header": <the export's header line>, "rows": [...]}``."""
-    header = body.get("header")
-    rows = body.get("rows")
+def _header(header: object) -> Header:
+    """An export's header line, as an import request names it."""
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
         raise InvalidArgument(f"header must be an export header ({EXPORT_FORMAT})", field="header")
     namespace, eid, clock = header.get("namespace"), header.get("export_id"), header.get("clock")
     if not isinstance(namespace, str) or not isinstance(eid, str) or not isinstance(clock, int):
         raise InvalidArgument("header needs namespace, export_id and clock", field="header")
-    if not isinstance(rows, list) or len(rows) > IMPORT_MAX_ROWS:
-        raise InvalidArgument(f"rows must be a list of at most {IMPORT_MAX_ROWS}", field="rows")
-    parsed = [_row(index, row) for index, row in enumerate(rows)]
     try:
-        header_value = Header(namespace, bytes.fromhex(eid), clock)
+        return Header(namespace, bytes.fromhex(eid), clock)
     except ValueError:
         raise InvalidArgument("header.export_id must be hex", field="header") from None
-    return header_value, parsed
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{name} must be a whole number, 0 or more", field=name)
+    return value
+
+
+def parse_import(body: dict[str, object]) -> tuple[Header, list[Row], int | None]:
+    """An import request: ``{"header": <the export's header line>, "start"?: n,
+    "rows": [...]}``, ``start`` being the index in the export of the first row."""
+    header = _header(body.get("header"))
+    rows = body.get("rows")
+    if not isinstance(rows, list) or len(rows) > IMPORT_MAX_ROWS:
+        raise InvalidArgument(f"rows must be a list of at most {IMPORT_MAX_ROWS}", field="rows")
+    start = body.get("start")
+    first = None if start is None else _count(start, "start")
+    return header, [_row(index, row) for index, row in enumerate(rows)], first
+
+
+def parse_finish(body: dict[str, object]) -> tuple[Header, int, list[bytes]]:
+    """A request closing an import: ``{"header": …, "trailer": <the export's trailer>}``."""
+    header = _header(body.get("header"))
+    trailer = body.get("trailer")
+    if not isinstance(trailer, dict) or trailer.get("end") is not True:
+        raise InvalidArgument("trailer must be the export's last line", field="trailer")
+    total = _count(trailer.get("rows"), "trailer")
+    scopes = trailer.get("scopes", [])
+    try:
+        if isinstance(scopes, list):
+            return header, total, [bytes.fromhex(str(scope)) for scope in scopes]
+    except ValueError:
+        pass
+    raise InvalidArgument("trailer.scopes must be a list of hex scope prefixes", field="trailer")
 
 
 def _json_value(value: object) -> object:
@@ -352,26 +387,68 @@ async def _export(request: web.Request) -> web.StreamResponse:
     namespace = request.query.get("namespace", "")
     if not namespace:
         raise InvalidArgument("namespace is required", field="namespace")
+    lines = db.export(namespace)
+    # Rows are read in one snapshot on a worker thread, a chunk at a time. The first
+    # chunk is read before the answer starts, so an unknown namespace is a 404.
+    chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
     response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
     await response.prepare(request)
-    lines = db.export(namespace)
     while True:
-        # Rows are read in one snapshot on a worker thread, a chunk at a time.
-        chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
         if chunk:
             await response.write("".join(json.dumps(line) + "\n" for line in chunk).encode())
         if len(chunk) < EXPORT_CHUNK_LINES:
             break
+        chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
     await response.write_eof()
     return response
 
 
 async def _import_batch(request: web.Request) -> web.Response:
     db = request.app[ADMIN].served()
-    body = await _read_json(request)
-    header, rows = parse_import(body)
-    imported = await asyncio.to_thread(db.import_rows, header, rows)
-    return web.json_response({"imported": imported})
+    body = await _read_json(request.clone(client_max_size=IMPORT_MAX_BODY))
+    header, rows, start = parse_import(body)
+    batch = await asyncio.to_thread(db.import_rows, header, rows, start)
+    # Until the import is finished its spaces hold only the rows sent so far.
+    return web.json_response(
+        {"imported": batch.imported, "next": batch.next_row, "complete": False}
+    )
+
+
+async def _import_status(request: web.Request) -> web.Response:
+    db = request.app[ADMIN].served()
+    namespace = request.query.get("namespace", "")
+    if not namespace:
+        raise InvalidArgument("namespace is required", field="namespace")
+    try:
+        export_id = bytes.fromhex(request.query.get("export_id", ""))
+    except ValueError:
+        raise InvalidArgument("export_id must be hex", field="export_id") from None
+    if not export_id:
+        raise InvalidArgument("export_id is required", field="export_id")
+    progress = await asyncio.to_thread(db.import_progress, Header(namespace, export_id, 0))
+    return web.json_response(
+        {
+            "next": progress.next_row,
+            "complete": progress.complete,
+            "scopes": [prefix.hex() for prefix in progress.scopes],
+        }
+    )
+
+
+async def _import_finish(request: web.Request) -> web.Response:
+    db = request.app[ADMIN].served()
+    header, total, scopes = parse_finish(await _read_json(request))
+    counts = await asyncio.to_thread(db.finish_import, header, total, scopes)
+    return web.json_response(
+        {
+            "complete": True,
+            "rows": total,
+            "counts": {
+                prefix.hex(): {table.decode(): n for table, n in tables.items()}
+                for prefix, tables in counts.items()
+            },
+        }
+    )
 
 
 def make_admin_app(
@@ -393,4 +470,6 @@ def make_admin_app(
     app.router.add_post("/v1/purge", _purge)
     app.router.add_get("/v1/export", _export)
     app.router.add_post("/v1/import", _import_batch)
+    app.router.add_get("/v1/import", _import_status)
+    app.router.add_post("/v1/import/finish", _import_finish)
     return app

@@ -12,6 +12,12 @@ record store. LMDB's own inter-process locking lets ``brain keys create`` add a
 key while a server runs on the same directory; the server sees it on the next
 AUTH because every check reads the table afresh, and a deleted key fails from
 its next AUTH on.
+
+A key revoked through this store (the admin port's ``DELETE /v1/keys/{id}``)
+also stops working on the connections already using it: the store remembers
+the ids it revoked, which every request's check consults (a set lookup), and
+tells its revocation listeners, which end those connections' subscriptions
+(spec/01-wire.md §4).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,7 +37,7 @@ from typing import Final
 import lmdb
 
 from brain import cbor
-from brain.engine.store.env import STORE_FILE_MODE
+from brain.engine.store.env import STORE_FILE_MODE, check_data_file
 from brain.engine.store.scope import namespace_id
 from brain.errors import InvalidArgument, NotFound
 from brain.ids import new_id
@@ -153,6 +159,13 @@ class KeyStore:
     def __init__(self, data_dir: Path) -> None:
         path = data_dir / "keys"
         path.mkdir(parents=True, exist_ok=True)
+        # Key changes are not in the WAL: a damaged key store comes back from a snapshot.
+        check_data_file(
+            path,
+            remedy=f"copy keys/data.mdb from a snapshot bundle into {path}, or move {path} "
+            "aside and start again, which writes new first-start credentials (every "
+            "earlier key is then gone)",
+        )
         self._env = lmdb.open(
             str(path), map_size=KEYS_MAP_SIZE, max_dbs=5, subdir=True, mode=STORE_FILE_MODE
         )
@@ -161,6 +174,8 @@ class KeyStore:
         self._namespaces = self._env.open_db(b"namespaces")
         self._meta = self._env.open_db(b"meta")
         self._audit = self._env.open_db(b"key_audit")
+        self._revoked: set[bytes] = set()
+        self._revocation_listeners: list[Callable[[bytes], object]] = []
 
     @property
     def env(self) -> lmdb.Environment:
@@ -251,9 +266,20 @@ class KeyStore:
                     records.append(KeyRecord._decode(bytes(raw)))
             return records
 
+    def on_revoked(self, listener: Callable[[bytes], object]) -> None:
+        """Call ``listener(key_id)`` after each revocation through this store, on the
+        revoking thread (it must not block)."""
+        self._revocation_listeners.append(listener)
+
+    def is_revoked(self, key_id: bytes) -> bool:
+        """True once key ``key_id`` was revoked through this store: the connections
+        that authenticated with it before are refused from then on."""
+        return key_id in self._revoked
+
     def delete_key(self, key_id: bytes, *, via: str) -> KeyRecord:
         """Revoke a key; raise NotFound if there is no such key. ``via`` as for
-        :meth:`create_key`."""
+        :meth:`create_key`. Open connections using it stop working
+        (:meth:`is_revoked`, :meth:`on_revoked`)."""
         with self._env.begin(write=True) as txn:
             digest = txn.get(key_id, db=self._hash_by_id)
             if digest is None:
@@ -264,6 +290,9 @@ class KeyStore:
             txn.delete(bytes(digest), db=self._by_hash)
             txn.delete(key_id, db=self._hash_by_id)
             self._audit_change(txn, "key_delete", record, via)
+        self._revoked.add(record.key_id)
+        for listener in list(self._revocation_listeners):
+            listener(record.key_id)
         return record
 
     # --- the key audit ------------------------------------------------------------------

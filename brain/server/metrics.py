@@ -71,7 +71,13 @@ class ServerMetrics:
         )
         self.connections_refused = Counter(
             "brain_connections_refused",
-            "Wire connections refused because max_connections were open.",
+            "Wire connections refused: the server, or their peer address, had every "
+            "connection it may.",
+            registry=self.registry,
+        )
+        self.connections_displaced = Counter(
+            "brain_connections_displaced",
+            "Wire connections closed before AUTH to make room for a newer connection.",
             registry=self.registry,
         )
         self.subscriptions_open = Gauge(

@@ -54,12 +54,22 @@ class RawClient:
     """Blocking socket speaking raw frames."""
 
     def __init__(
-        self, host: str, port: int, timeout: float = 10.0, *, rcvbuf: int | None = None
+        self,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        *,
+        rcvbuf: int | None = None,
+        source: str | None = None,
     ) -> None:
-        """Connect; ``rcvbuf`` shrinks the receive buffer first (a slow reader)."""
+        """Connect; ``rcvbuf`` shrinks the receive buffer first (a slow reader);
+        ``source`` is the local address to connect from (``127.0.0.2``: another peer
+        on the loopback)."""
         self.sock = socket.socket()
         if rcvbuf is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
         self.buffer = b""

@@ -338,11 +338,9 @@ def test_connection_flood_is_refused_then_recovers(tmp_path: Path) -> None:
 
 def _connection_flood_is_refused_then_recovers(server: ServerProcess, good: GoodClient) -> None:
     limit = int(BASE_ENV["BRAIN_SERVER__MAX_CONNECTIONS"])
-    # The good client holds one slot; fill the rest with live connections.
-    holders = [_connect(server) for _ in range(limit - 1)]
-    for n, holder in enumerate(holders):
-        holder.send(PING, 1, {"nonce": n})  # answered only once the server counts it
-        assert holder.recv().opcode == PING | RESPONSE
+    # The good client holds one slot; fill the rest with authenticated connections
+    # (connections still waiting for AUTH would give way to newer ones instead).
+    holders = [_ready(server) for _ in range(limit - 1)]
     flood = [_connect(server).sock for _ in range(100)]
     good.completes_a_round()
     for sock in flood:
@@ -372,6 +370,151 @@ def _connection_flood_is_refused_then_recovers(server: ServerProcess, good: Good
     again = _ready(server)
     again.send(PING, 1, {})
     assert again.recv().opcode == PING | RESPONSE
+
+
+def _metric(server: ServerProcess, name: str) -> float:
+    """The value of the unlabelled metric ``name`` on ``/metrics``."""
+    url = f"http://{server.host}:{server.public_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def _told_overloaded(sock: socket.socket) -> bool:
+    """True when the server closed ``sock`` after one ERROR OVERLOADED on stream 0;
+    False when it is open, or was closed without a word (its handshake deadline)."""
+    data, closed = _recv_until_closed(sock, 0.2)
+    if closed is None or not data:
+        return False
+    ((opcode, stream, _flags, body),) = _decode_frames(data)
+    assert (opcode, stream, body["name"], body["retryable"]) == (ERROR, 0, "OVERLOADED", True)
+    return True
+
+
+PEER_LIMIT: Final = 10
+"""``server.max_connections_per_peer`` in the test of a flood from one address."""
+
+FLOOD_SOCKETS: Final = 60
+"""Silent sockets the flooding address tries to hold, reopening any that close."""
+
+REOPEN_PER_TICK: Final = 5
+"""Sockets the flooder reopens per tick of :data:`TRICKLE_S`: a steady churn that
+does not starve the two cores the server and the test share."""
+
+OTHER_PEERS: Final = ("127.0.0.2", "127.0.0.3")
+"""Other addresses on the loopback: connections from them are other peers'."""
+
+HOSTILE_PEER: Final = "127.0.0.4"
+"""The address of the client that reconnects each time it is refused."""
+
+
+@dataclass
+class Flooder:
+    """A thread that holds :data:`FLOOD_SOCKETS` silent sockets from 127.0.0.1,
+    reopening each one the server closes or refuses."""
+
+    server: ServerProcess
+    opened: int = 0
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Flooder:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=10)
+        assert not self.failures, self.failures
+
+    def _open(self) -> socket.socket:
+        self.opened += 1
+        return socket.create_connection((self.server.host, self.server.wire_port), timeout=5)
+
+    def _loop(self) -> None:
+        socks: list[socket.socket] = []
+        try:
+            while not self._stop.is_set():
+                readable, _, _ = select.select(socks, [], [], 0)
+                for sock in readable:  # only a refusal or a close is ever sent
+                    try:
+                        chunk = sock.recv(65536)
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        sock.close()
+                        socks.remove(sock)
+                for _ in range(min(REOPEN_PER_TICK, FLOOD_SOCKETS - len(socks))):
+                    socks.append(self._open())
+                self._stop.wait(TRICKLE_S / 5)
+        except Exception as exc:  # noted and checked at the end of the test
+            self.failures.append(repr(exc))
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+def test_silent_sockets_from_one_address_leave_room_for_others(tmp_path: Path) -> None:
+    env = {
+        "BRAIN_SERVER__MAX_CONNECTIONS": "40",
+        "BRAIN_SERVER__MAX_CONNECTIONS_PER_PEER": str(PEER_LIMIT),
+    }
+    with _hostile(tmp_path, **env) as (server, good):
+        _silent_sockets_leave_room_for_others(server, good)
+
+
+def _silent_sockets_leave_room_for_others(server: ServerProcess, good: GoodClient) -> None:
+    with Flooder(server) as flooder:
+        deadline = time.monotonic() + 60
+        while flooder.opened < 3 * FLOOD_SOCKETS:  # it has met the limit many times over
+            assert not flooder.failures and time.monotonic() < deadline, flooder.failures
+            time.sleep(0.05)
+        # Clients from other addresses connect, authenticate and are served, as many as
+        # each address may hold, and keep their connections while the flood goes on.
+        others = []
+        for n in range(len(OTHER_PEERS) * PEER_LIMIT):
+            source = OTHER_PEERS[n % len(OTHER_PEERS)]
+            client = RawClient(server.host, server.wire_port, source=source)
+            server.clients.append(client)
+            assert client.handshake(server.credentials["api_key"]).opcode == AUTH | RESPONSE
+            client.send(PING, 1, {"nonce": n})
+            assert client.recv().body["nonce"] == n
+            others.append(client)
+        good.completes_a_round()
+        # The flooding address never held more than its share.
+        assert _metric(server, "brain_connections_open") <= PEER_LIMIT + len(others)
+    assert _metric(server, "brain_connections_refused_total") > 0
+
+
+def test_connections_waiting_for_auth_give_way_to_clients_with_a_key(tmp_path: Path) -> None:
+    with _hostile(tmp_path) as (server, good):
+        _waiting_connections_give_way(server, good)
+
+
+def _waiting_connections_give_way(server: ServerProcess, good: GoodClient) -> None:
+    limit = int(BASE_ENV["BRAIN_SERVER__MAX_CONNECTIONS"])
+    # Twice max_connections of silent sockets, from the good client's own address.
+    silent = [_connect(server).sock for _ in range(2 * limit)]
+    clients = []
+    for n in range(limit - 5):
+        client = _ready(server)
+        client.send(PING, 1, {"nonce": n})
+        assert client.recv().body["nonce"] == n
+        clients.append(client)
+    good.completes_a_round()
+    told = [sock for sock in silent if _told_overloaded(sock)]
+    # At most half the slots may wait for AUTH: every silent socket past that gave way.
+    assert len(told) >= len(silent) - limit // 2
+    assert _metric(server, "brain_connections_displaced_total") == len(told)
+    assert _metric(server, "brain_connections_open") <= limit
+    for n, client in enumerate(clients):  # the authenticated ones were never disturbed
+        client.send(PING, 3, {"nonce": n})
+        assert client.recv().body["nonce"] == n
 
 
 def test_frames_at_and_past_max_frame(tmp_path: Path) -> None:
@@ -574,3 +717,28 @@ def _refused_frames_add_one_series_per_error_name(server: ServerProcess, good: G
     }
     assert list(series) == ['brain_protocol_errors_total{error="BAD_FRAME"}'], sorted(series)[:5]
     assert series['brain_protocol_errors_total{error="BAD_FRAME"}'] >= BAD_MAGIC_CONNECTIONS
+
+
+def test_a_peer_reconnecting_at_its_limit_is_refused_once_a_second(tmp_path: Path) -> None:
+    """A refused connection is held, unread, for its ``retry_after_ms`` before the
+    server tells it OVERLOADED, so a loop that reconnects the moment it is refused
+    costs the server one accept a second, not thousands."""
+    env = {"BRAIN_SERVER__MAX_CONNECTIONS_PER_PEER": "4"}
+    with _hostile(tmp_path, **env) as (server, good):
+        for _ in range(4):  # the address's every slot, held silent
+            server.clients.append(RawClient(server.host, server.wire_port, source=HOSTILE_PEER))
+        refusals = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            sock = socket.create_connection(
+                (server.host, server.wire_port), timeout=10, source_address=(HOSTILE_PEER, 0)
+            )
+            with sock:
+                data, closed = _recv_until_closed(sock, 10)
+            assert closed is not None
+            ((opcode, stream, _flags, body),) = _decode_frames(data)
+            assert (opcode, stream, body["name"]) == (ERROR, 0, "OVERLOADED")
+            refusals += 1
+        # About one a second (refused at once, this loop made hundreds).
+        assert refusals <= 4, refusals
+        good.completes_a_round()

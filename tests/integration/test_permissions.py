@@ -1,5 +1,6 @@
 """Permissions per opcode over the wire (spec/01-wire.md §4): a key may do what its
-permissions allow and nothing more, and a revoked key cannot connect.
+permissions allow and nothing more; a revoked key cannot connect, and stops
+working on the connections that were using it.
 
 Each request is the opcode's golden example (``protocol/examples.py``), so every
 write opcode is tried with a well-formed payload: a refusal comes from the
@@ -9,8 +10,10 @@ permission check, not from validation.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from protocol.examples import examples
@@ -19,6 +22,7 @@ from tests.integration.conftest import ServerProcess
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = json.loads((ROOT / "protocol" / "protocol.json").read_text(encoding="utf-8"))
 NEEDS = {op["name"]: (int(op["code"], 16), op["permission"]) for op in TABLE["opcodes"]}
+ENCODE, RECALL, SUBSCRIBE = NEEDS["ENCODE"][0], NEEDS["RECALL"][0], NEEDS["SUBSCRIBE"][0]
 
 
 def _key(server: ServerProcess, permissions: str) -> tuple[str, str]:
@@ -84,16 +88,53 @@ def test_each_opcode_needs_its_permission(server: ServerProcess) -> None:
 def test_a_revoked_key_cannot_connect(server: ServerProcess) -> None:
     api_key, key_id = _key(server, "read")
     assert server.client().handshake(api_key).opcode == 0x0082
-    token = server.credentials["admin_token"]
-    import urllib.request
-
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{server.admin_port}/v1/keys/{key_id}", method="DELETE"
-    )
-    request.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 204
+    _revoke(server, key_id)
     refused = server.client()
     answer = refused.handshake(api_key)
     assert answer.error_name == "UNAUTHENTICATED"
     assert refused.closed_by_server()
+
+
+def _revoke(server: ServerProcess, key_id: str) -> None:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.admin_port}/v1/keys/{key_id}", method="DELETE"
+    )
+    request.add_header("Authorization", f"Bearer {server.credentials['admin_token']}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 204
+
+
+def test_a_key_revoked_while_connected_stops_working(server: ServerProcess) -> None:
+    api_key, key_id = _key(server, "read,write")
+    follower, worker = server.client(), server.client()
+    for client in (follower, worker):
+        assert client.handshake(api_key).opcode == 0x0082
+    follower.send(SUBSCRIBE, 1, {})
+    worker.send(ENCODE, 1, {"request_id": os.urandom(16), "text": "before the revocation"})
+    assert worker.recv().opcode == ENCODE | 0x80
+    assert follower.recv().body["op"] == "create"  # the subscription is live
+    worker.send(RECALL, 3, {"cue": "revocation", "top_k": 1})
+    assert worker.recv().opcode == RECALL | 0x80
+    bystander = server.client()  # another key's connection goes on as before
+    assert bystander.handshake(server.credentials["api_key"]).opcode == 0x0082
+
+    _revoke(server, key_id)
+
+    # The open subscription ends with the error, without the client asking anything.
+    ended = follower.recv()
+    assert (ended.stream_id, ended.eos, ended.error_name) == (1, True, "UNAUTHENTICATED")
+    # Every later request on the key's connections is refused, streams included.
+    requests = [
+        (worker, ENCODE, {"request_id": os.urandom(16), "text": "after the revocation"}),
+        (worker, RECALL, {"cue": "revocation", "top_k": 1}),
+        (worker, SUBSCRIBE, {}),
+        (follower, SUBSCRIBE, {"from_lsn": 1}),
+    ]
+    for stream, (client, opcode, body) in enumerate(requests, start=5):
+        stream_id = 2 * stream + 1
+        client.send(opcode, stream_id, body)
+        answer = client.recv()
+        assert (answer.stream_id, answer.error_name) == (stream_id, "UNAUTHENTICATED"), answer
+    bystander.send(ENCODE, 1, {"request_id": os.urandom(16), "text": "a bystander"})
+    assert bystander.recv().opcode == ENCODE | 0x80
+    assert server.client().handshake(api_key).error_name == "UNAUTHENTICATED"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from brain.client import Client
@@ -205,6 +206,17 @@ def hello_and_auth(raw: RawClient, server: ServerProcess) -> None:
     assert raw.recv().opcode == Opcode.AUTH | 0x80
 
 
+def _stalled_subscribers(server: ServerProcess) -> float:
+    """How many subscriptions the server has ended for a stall (``/metrics``)."""
+    url = f"http://{server.host}:{server.public_port}/metrics"
+    series = 'brain_requests_total{opcode="SUBSCRIBE",outcome="OVERLOADED"} '
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(series):
+                return float(line.split()[-1])
+    return 0.0
+
+
 def test_a_subscriber_that_stops_reading_is_dropped(tmp_path: Path) -> None:
     env = {
         **os.environ,
@@ -225,7 +237,12 @@ def test_a_subscriber_that_stops_reading_is_dropped(tmp_path: Path) -> None:
         server.clients.append(raw)
         hello_and_auth(raw, server)
         raw.send(Opcode.SUBSCRIBE, 1, {"from_lsn": 1})
-        time.sleep(4)  # the server cannot hand over a replay this size: it stalls
+        # The server cannot hand over a replay this size: it stalls, and says so. (A
+        # fixed pause could end, on a slow machine, before the buffers are full.)
+        deadline = time.monotonic() + 90
+        while _stalled_subscribers(server) < 1:
+            assert time.monotonic() < deadline, "the subscriber was never found stalled"
+            time.sleep(0.2)
         error = None
         for _ in range(STALL_WRITES + 1):
             reply = raw.recv()

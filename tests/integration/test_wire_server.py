@@ -244,10 +244,12 @@ def test_idle_connection_is_closed(tmp_path: Path) -> None:
 def test_connection_limit_answers_overloaded(tmp_path: Path) -> None:
     proc = start_server(tmp_path / "d", env={"BRAIN_SERVER__MAX_CONNECTIONS": "2"})
     try:
-        first, second = proc.client(), proc.client()
-        for client in (first, second):
-            client.send(PING, 1, {})
-            assert client.recv().opcode == 0x0090
+        # Each authenticated before the next connects: a connection still waiting for
+        # AUTH would give way to the next one (spec/01-wire.md §3).
+        first = proc.client()
+        assert first.handshake(proc.credentials["api_key"]).opcode == 0x0082
+        second = proc.client()
+        assert second.handshake(proc.credentials["api_key"]).opcode == 0x0082
         third = proc.client()
         reply = third.recv()
         assert reply.error_name == "OVERLOADED" and reply.body["retryable"] is True

@@ -136,7 +136,8 @@ def _schema_get(ctx: VerbContext) -> int:
     if out.json_output:
         out.json(answer)
         return 0
-    out.line(f"schema version {answer.version}")
+    whose = "the namespace's" if answer.scope == "namespace" else f"space {ctx.space}'s own"
+    out.line(f"schema version {answer.version} ({whose})")
     if answer.predicates:
         table = out.table("predicate", "stateful", "kind", title="predicates")
         for decl in answer.predicates:

@@ -2,27 +2,38 @@
 
 A bundle is a directory::
 
-    MANIFEST.json     format, id, LSN, creation time, SHA-256 of every other file
-    lmdb/data.mdb     a compacted LMDB copy taken in one read transaction
-    wal/wal-*.log     the WAL segments holding every record after that copy's LSN
+    MANIFEST.json     format, id, LSN, store LSN, creation time, SHA-256 of every other file
+    lmdb/data.mdb     an LMDB copy rebuilt from the rows one read transaction sees
+    wal/wal-*.log     one segment holding the records after that copy's LSN
     keys/data.mdb     (server snapshots) the key store
 
 Taking one does not stop writes: the LMDB copy is made from a read
-transaction, whose ``applied_lsn`` says where it stands, and the WAL segments
-after that LSN are copied while checkpoints are held off, so none of them can
-be deleted in between. The bundle's LSN is the last whole record of the copied
-WAL; restoring it and opening the database replays those records, so a
+transaction, whose ``applied_lsn`` (the store LSN) says where it stands, and
+the records logged after it are copied while checkpoints are held off, so no
+segment holding them can be deleted in between. Only those records are
+copied, rewritten into one segment named for the store LSN + 1: a record the
+copy already holds is not copied, so a text forgotten before the snapshot is
+in no byte of it (the copy holds live rows only, and the forget's record is
+applied in it). The bundle's LSN is the last copied record;
+restoring it and opening the database replays the copied records, so a
 restored database holds exactly the writes up to that LSN.
 
 Restore checks every checksum before it writes a byte, refuses a target that
 is not empty, assembles the data directory under a temporary name beside the
 target and renames it into place, so a failed restore leaves nothing behind.
+
+:func:`scrub_bundles` (run by the purge over ``DATA/snapshots/``) rewrites a
+bundle whose WAL still holds records at or below its store LSN (as bundles of
+earlier builds, which copied segments whole, do) to hold only the records
+after it: the same snapshot, with the same id, LSN and state, without the
+older records' bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -32,24 +43,45 @@ from typing import Final
 
 import lmdb
 
-from brain.engine.store.env import Store
+from brain.engine.store.env import STORE_FILE_MODE, Store
 from brain.engine.store.meta import get_progress
-from brain.engine.wal import WriteAheadLog, verify
+from brain.engine.store.rebuild import copy_rebuilt
+from brain.engine.wal import WriteAheadLog, encode_record, verify
+from brain.engine.wal.format import (
+    encode_segment_header,
+    iter_segment,
+    parse_segment_name,
+    scan_segment,
+    segment_name,
+)
+from brain.engine.wal.log import list_segments
 from brain.engine.write.writer import Writer
 from brain.errors import InvalidArgument, StorageFault
 from brain.ids import new_id
 
 __all__ = [
     "MANIFEST",
+    "SNAPSHOT_DIR",
     "SnapshotInfo",
     "list_snapshots",
     "restore_snapshot",
+    "scrub_bundle",
+    "scrub_bundles",
     "take_snapshot",
     "write_bundle",
 ]
 
+log = logging.getLogger("brain.engine")
+
 MANIFEST: Final = "MANIFEST.json"
 BUNDLE_FORMAT: Final = 1
+SNAPSHOT_DIR: Final = "snapshots"
+"""The server's own bundles go to ``DATA/snapshots/`` (the admin port's and, by
+default, ``brain snapshot create``'s); the purge scrubs the bundles there."""
+_PARTIAL: Final = ".partial"
+"""Suffix of a bundle being written."""
+_SCRUBBING: Final = ".scrubbing"
+"""Suffix of a bundle's scrubbed copy being assembled beside it."""
 _CHUNK: Final = 1 << 20
 
 
@@ -99,9 +131,10 @@ def _fsync_tree(root: Path) -> None:
 
 
 def copy_lmdb(env: lmdb.Environment, target: Path, txn: lmdb.Transaction) -> None:
-    """Copy ``env`` as seen by ``txn`` into directory ``target`` (compacted)."""
-    target.mkdir(parents=True)
-    env.copy(str(target), compact=True, txn=txn)
+    """Copy ``env`` as seen by ``txn`` into directory ``target``, rebuilt from its live
+    rows (:func:`~brain.engine.store.rebuild.copy_rebuilt`): no free page, and no
+    branch page keeping the key of a deleted row."""
+    copy_rebuilt(env, target, txn, mode=STORE_FILE_MODE)
 
 
 def write_bundle(
@@ -119,7 +152,7 @@ def write_bundle(
     """
     if bundle.exists():
         raise InvalidArgument(f"snapshot target {bundle} already exists")
-    tmp = bundle.with_name(bundle.name + ".partial")
+    tmp = bundle.with_name(bundle.name + _PARTIAL)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -177,28 +210,85 @@ def _assemble(
     for name, other in extra_envs.items():
         with other.begin() as txn:
             copy_lmdb(other, tmp / name, txn)
-    wal_dir = tmp / "wal"
-    wal_dir.mkdir()
-    for segment in wal_segments:
-        shutil.copyfile(segment, wal_dir / segment.name)
-    last = lsn
-    if wal_segments:
-        report = verify(wal_dir)
-        if report.corruption is not None:
-            raise StorageFault(f"the WAL copied into a snapshot is damaged: {report.corruption}")
-        last = max(lsn, report.last_lsn)
+    last = copy_wal_after(lsn, wal_segments, tmp / "wal")
     info = SnapshotInfo(new_id().hex(), last, time.time_ns(), bundle)
-    files = {str(p.relative_to(tmp)): _sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+    _write_manifest(tmp, info, store_lsn=lsn, known={})
+    return info
+
+
+def _write_manifest(
+    root: Path, info: SnapshotInfo, *, store_lsn: int, known: dict[str, str]
+) -> None:
+    """The manifest of the bundle assembled in ``root``; ``known`` gives the SHA-256 of
+    files already checked (linked unchanged from a checked bundle)."""
+    files = {
+        name: known.get(name) or _sha256(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and (name := str(p.relative_to(root))) != MANIFEST
+    }
     manifest = {
         "format": BUNDLE_FORMAT,
         "id": info.id,
         "lsn": info.lsn,
-        "store_lsn": lsn,
+        "store_lsn": store_lsn,
         "created_at": info.created_at,
         "files": files,
     }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return info
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def copy_wal_after(lsn: int, segments: list[Path], target: Path) -> int:
+    """Write into the new directory ``target`` one segment, named for ``lsn + 1``, holding
+    every whole record of ``segments`` (a log's files, oldest first) after ``lsn``;
+    return the LSN of the last one (``lsn`` when there is none).
+
+    The last segment may be growing: its whole records are taken, a torn end is
+    not. Segments whose every record is at or below ``lsn`` are not read. Damage,
+    or a gap before ``lsn + 1``, raises StorageFault; what is written is checked
+    as ``brain wal verify`` checks a log."""
+    target.mkdir()
+    named = sorted((first, path) for path in segments if (first := _first_lsn(path)) is not None)
+    wanted = [
+        (first, path)
+        for index, (first, path) in enumerate(named)
+        if index == len(named) - 1 or named[index + 1][0] - 1 > lsn
+    ]
+    last = lsn
+    with (target / segment_name(lsn + 1)).open("wb") as out:
+        out.write(encode_segment_header(lsn + 1, time.time_ns()))
+        expected: int | None = None
+        for index, (first, path) in enumerate(wanted):
+            data = path.read_bytes()
+            try:
+                scan = scan_segment(
+                    data,
+                    path=path,
+                    name_lsn=first,
+                    expected_first_lsn=expected,
+                    is_last=index == len(wanted) - 1,
+                )
+                records = list(iter_segment(data, path=path, name_lsn=first, end=scan.end))
+            except StorageFault as exc:
+                raise StorageFault(f"the WAL copied into a snapshot is damaged: {exc}") from exc
+            expected = scan.next_lsn
+            for record in records:
+                if record.lsn <= lsn:
+                    continue
+                if record.lsn != last + 1:
+                    raise StorageFault(
+                        f"the WAL holds LSN {record.lsn} where a snapshot needs {last + 1}: "
+                        "records in between are missing"
+                    )
+                out.write(encode_record(record))
+                last = record.lsn
+    report = verify(target)
+    if report.corruption is not None or report.last_lsn != last:
+        raise StorageFault(f"the WAL written into a snapshot does not read back: {report}")
+    return last
+
+
+def _first_lsn(path: Path) -> int | None:
+    return parse_segment_name(path.name)
 
 
 def read_manifest(bundle: Path) -> dict[str, object]:
@@ -259,7 +349,7 @@ def list_snapshots(directory: Path) -> list[SnapshotInfo]:
     if not directory.is_dir():
         return found
     for bundle in sorted(directory.iterdir()):
-        if not bundle.is_dir() or bundle.name.endswith(".partial"):
+        if not bundle.is_dir() or bundle.name.endswith((_PARTIAL, _SCRUBBING)):
             continue
         try:
             manifest = read_manifest(bundle)
@@ -269,3 +359,92 @@ def list_snapshots(directory: Path) -> list[SnapshotInfo]:
         if isinstance(lsn, int) and isinstance(created, int):
             found.append(SnapshotInfo(str(manifest.get("id")), lsn, created, bundle))
     return sorted(found, key=lambda s: s.created_at)
+
+
+def scrub_bundles(directory: Path) -> int:
+    """Scrub every bundle in ``directory`` (:func:`scrub_bundle`), first finishing a scrub
+    a crash interrupted; return how many bundles were rewritten. A bundle that cannot
+    be scrubbed (damaged, unreadable) is logged and left as it is."""
+    if not directory.is_dir():
+        return 0
+    for staging in sorted(directory.glob("*" + _SCRUBBING)):
+        _finish_scrub(staging, staging.with_name(staging.name.removesuffix(_SCRUBBING)))
+    scrubbed = 0
+    for bundle in sorted(directory.iterdir()):
+        if not (bundle / MANIFEST).is_file() or bundle.name.endswith((_PARTIAL, _SCRUBBING)):
+            continue
+        try:
+            scrubbed += scrub_bundle(bundle)
+        except (OSError, StorageFault):
+            log.exception("snapshot %s could not be scrubbed; it is left as it was", bundle)
+    return scrubbed
+
+
+def scrub_bundle(bundle: Path) -> bool:
+    """Rewrite ``bundle`` so that its WAL holds only the records after its store LSN, if
+    it holds others; return whether it did.
+
+    The rewritten bundle is the same snapshot (same id, LSN, store LSN, creation
+    time and files but the WAL, which a restore replays to the same state). It is
+    assembled beside the bundle (its other files hard-linked, not copied), checked,
+    synced, and only then put in the bundle's place, so a crash leaves the old
+    bundle or the new one (:func:`scrub_bundles` finishes the swap)."""
+    manifest = read_manifest(bundle)
+    store_lsn, lsn, created = (manifest.get(k) for k in ("store_lsn", "lsn", "created_at"))
+    if not (isinstance(store_lsn, int) and isinstance(lsn, int) and isinstance(created, int)):
+        raise StorageFault(f"{bundle}/{MANIFEST} lacks its store LSN, LSN or creation time")
+    wal_dir = bundle / "wal"
+    segments = list_segments(wal_dir) if wal_dir.is_dir() else []
+    if not segments or segments[0][0] > store_lsn:
+        return False  # it holds only what its LMDB copy lacks
+    files = _check_bundle(bundle)["files"]
+    assert isinstance(files, dict)
+    kept = {str(k): str(v) for k, v in files.items() if not str(k).startswith("wal/")}
+    staging = bundle.with_name(bundle.name + _SCRUBBING)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    info = SnapshotInfo(str(manifest.get("id")), lsn, created, bundle)
+    try:
+        _assemble_scrubbed(staging, info, store_lsn, [path for _, path in segments], kept)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _finish_scrub(staging, bundle)
+    return True
+
+
+def _assemble_scrubbed(
+    staging: Path, info: SnapshotInfo, store_lsn: int, segments: list[Path], kept: dict[str, str]
+) -> None:
+    """Fill ``staging`` with the scrubbed copy of ``info.path``: its files but the WAL
+    linked, the WAL's records after ``store_lsn`` rewritten, a new manifest."""
+    for name in kept:
+        _link(info.path / name, staging / name)
+    last = copy_wal_after(store_lsn, segments, staging / "wal")
+    if last != info.lsn:
+        raise StorageFault(f"{info.path}'s WAL ends at LSN {last}, its manifest says {info.lsn}")
+    _write_manifest(staging, info, store_lsn=store_lsn, known=kept)
+    _fsync_tree(staging)
+
+
+def _link(source: Path, target: Path) -> None:
+    """``target`` names the file ``source`` names (a copy where links are refused)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _finish_scrub(staging: Path, bundle: Path) -> None:
+    """Put the scrubbed copy ``staging`` in the place of ``bundle`` if it is whole (it
+    passes every check), else drop it: the bundle was not touched yet."""
+    try:
+        _check_bundle(staging)
+    except StorageFault:
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    _fsync_tree(staging)
+    shutil.rmtree(bundle, ignore_errors=True)
+    os.replace(staging, bundle)
+    _fsync_dir(bundle.parent)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from brain.engine.index import lexical
 from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC, statement_text
 from brain.engine.index.upkeep import index_document, reindex_entity_documents, unindex_document
 from brain.engine.records.entity_rows import ENTITY_ID_BYTES
@@ -93,7 +94,10 @@ def index_entries(ctx: PlanContext, scope: Scope, changes: Sequence[Change]) -> 
         elif before is not None and "subject" in before and "subject" not in row:
             removed += unindex_document(ctx, scope, STATEMENT_DOC + record_id)
     entries = reindex_entity_documents(ctx, scope, list(reindexed)) if reindexed else []
-    return entries + indexed + removed
+    derived = entries + indexed + removed
+    # Every lexical change of the write is here: a term left without a posting by
+    # all of them together loses its version row (lexical.settle).
+    return derived + lexical.settle(store, txn, derived)
 
 
 def _subject_named_by(scope: Scope, row: Row, changes: Sequence[Change]) -> str | None:

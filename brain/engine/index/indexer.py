@@ -11,10 +11,22 @@ does it change the in-memory HNSW indexes. A crash at any point leaves the
 queue entries that were not consumed, and recovery replays the ones that were,
 so nothing is embedded twice and nothing is lost.
 
-``indexed_lsn`` is the newest LSN all of whose documents are in the HNSW
-indexes. RECALL waits (a bounded time) for it to reach the LSN the database
-had applied when the recall began, so a recall sees every write acknowledged
-before it.
+Each round serves the scopes with queued work in turn
+(:func:`~brain.engine.index.backlog.take_in_turn`), the scopes a recall waits on
+first, so one tenant's thousands of queued documents do not hold another's
+recalls behind them. Progress is kept per scope: a scope is indexed up to LSN
+``n`` once a round read at ``n`` or later either found none of its entries or took
+them all and consumed them. A recall waits (a bounded time,
+:meth:`Indexer.wait_for_scope`) only for its own scope's entries queued when it
+began, so it sees every write of its scope acknowledged before it; with none
+queued it does not wait at all. ``indexed_lsn`` is the newest LSN all of whose
+documents, of every scope, are in the HNSW indexes (``Database.wait_indexed``).
+
+A database that turned read-only after a storage fault takes no index write:
+the indexer stops its rounds until the restart, and a waiting recall answers at
+once, its coverage counting what it could not see (``embed_backlog``). Index
+files that cannot be saved (a full disk) are left for the next start to rebuild
+from LMDB.
 
 The embedding happens off the writer thread: writes are acknowledged without
 waiting for it, and the indexer catches up in batches.
@@ -43,8 +55,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from brain import cbor
-from brain.embed import Embedder
+from brain.embed.batching import BatchingEmbedder, Priority
 from brain.engine.index import lexical
+from brain.engine.index.backlog import (
+    EMBED_BACKLOG_COUNTED,
+    after_scope,
+    count_queued,
+    has_queued,
+    scopes_with_work,
+    take_in_turn,
+)
 from brain.engine.index.documents import MEMORY_DOC, document_text
 from brain.engine.index.upkeep import REINDEX, REMOVE, queued_scope
 from brain.engine.index.vectors import LABEL_BYTES, VectorIndexes, scope_state
@@ -113,23 +133,54 @@ class _Applied:
     replaced: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
     removed: dict[bytes, list[int]] = field(default_factory=dict)
     skipped: int = 0
+    skipped_scopes: set[bytes] = field(default_factory=set)
+    """The scopes of the skipped entries: not indexed up to the round's snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """What one round read from its snapshot."""
+
+    lsn: int
+    """The LSN the snapshot had applied."""
+    entries: list[_Entry]
+    drained: frozenset[bytes]
+    """Scopes every entry of which, in the snapshot, is in :attr:`entries`."""
+    clear: frozenset[bytes]
+    """Scopes a recall waits on that have no entry in the snapshot."""
+    whole: bool
+    """Every entry of the snapshot is in :attr:`entries`."""
 
 
 class Indexer:
     """Embeds queued documents and keeps ``indexes`` in step with the store."""
 
     def __init__(
-        self, store: Store, writer: Writer, embedder: Embedder, indexes: VectorIndexes
+        self, store: Store, writer: Writer, embedder: BatchingEmbedder, indexes: VectorIndexes
     ) -> None:
         self._store = store
         self._writer = writer
         self._embedder = embedder
         self.indexes = indexes
         self._state = threading.Condition()
+        # The fields from here through _loaded change under _state.
         self._indexed_lsn = 0
+        self._scope_lsn: dict[bytes, int] = {}
+        """Scopes indexed further than ``_indexed_lsn``: the LSN each is indexed up to."""
+        self._waited: dict[bytes, int] = {}
+        """Scopes recalls are waiting on, and how many recalls wait on each."""
+        self._in_flight: frozenset[bytes] = frozenset()
+        """The queue keys of the round whose write may have committed before its
+        HNSW changes are made."""
+        self._rounds_done = 0
+        """Rounds ended (consumed, failed or empty): a round's HNSW changes are made
+        before it ends."""
         self._loaded = False
         self._wake = threading.Event()
         self._stopping = False
+        self._next_scope = b""
+        """Where the next round starts looking for scopes with work (round-robin)."""
+        self._read_only_noted = False
         self.rounds = 0
         self.embedded = 0
         self.failures = 0
@@ -152,7 +203,17 @@ class Indexer:
         if self._thread.is_alive():
             self._thread.join()
         if self._loaded:
+            self._save()
+
+    def _save(self) -> None:
+        """Save the changed indexes; a failure (a full disk) costs only a rebuild from
+        LMDB at the next start, so it is logged on one line, not raised."""
+        try:
             self.indexes.save_dirty()
+        except (OSError, RuntimeError) as exc:  # hnswlib reports its I/O as RuntimeError
+            log.warning(
+                "vector indexes not saved (%s); the next start rebuilds them from LMDB", exc
+            )
 
     # --- progress ----------------------------------------------------------------------
 
@@ -168,52 +229,149 @@ class Indexer:
         with self._state:
             return self._state.wait_for(lambda: self._indexed_lsn >= lsn, timeout=timeout)
 
-    def _reached(self, lsn: int) -> None:
+    def wait_for_scope(self, prefix: bytes, timeout: float) -> bool:
+        """Wait until every document of scope ``prefix`` written so far is in the HNSW
+        indexes, and no longer than ``timeout``; False when it is not (the time passed,
+        or the database is read-only and the indexer cannot write). Documents of other
+        scopes are not waited for: with none of its own queued, this returns at once."""
+        # The snapshot comes first: a round that consumed the scope's entries before
+        # it is then seen in flight below until its HNSW changes are made.
+        with self._store.read() as txn:
+            lsn = get_progress(self._store, txn).applied_lsn
+            queued = has_queued(txn.cursor(db=self._store.table(EMBED_QUEUE)), prefix)
         with self._state:
-            if lsn > self._indexed_lsn:
+            if not queued:
+                seen = self._rounds_done
+                in_flight = any(key[:SCOPE_PREFIX_BYTES] == prefix for key in self._in_flight)
+
+                def indexed() -> bool:
+                    return self._loaded and (not in_flight or self._rounds_done > seen)
+            else:
+
+                def indexed() -> bool:
+                    return self._scope_indexed(prefix) >= lsn
+
+            if indexed():
+                return True
+            self._waited[prefix] = self._waited.get(prefix, 0) + 1
+            self._wake.set()
+            try:
+                self._state.wait_for(lambda: indexed() or self._cannot_index(), timeout)
+                return indexed()
+            finally:
+                self._waited[prefix] -= 1
+                if not self._waited[prefix]:
+                    del self._waited[prefix]
+
+    def embed_backlog(self, txn: lmdb.Transaction, prefix: bytes) -> int:
+        """The entries of scope ``prefix`` that ``txn`` holds and the HNSW indexes may
+        not yet reflect: queued in ``txn``, or consumed by a round whose HNSW changes
+        are not made yet, counted up to
+        :data:`~brain.engine.index.backlog.EMBED_BACKLOG_COUNTED`. Call it before
+        searching the indexes: 0 then means the search saw every document of ``txn``."""
+        with self._state:
+            in_flight = [key for key in self._in_flight if key[:SCOPE_PREFIX_BYTES] == prefix]
+        queue = self._store.table(EMBED_QUEUE)
+        counted = count_queued(txn.cursor(db=queue), prefix)
+        # Consumed in txn already, so not counted above (a key still queued is).
+        counted += sum(1 for key in in_flight if txn.get(key, db=queue) is None)
+        return min(counted, EMBED_BACKLOG_COUNTED)
+
+    def _scope_indexed(self, prefix: bytes) -> int:
+        """The LSN scope ``prefix`` is indexed up to (call with ``_state`` held)."""
+        return max(self._indexed_lsn, self._scope_lsn.get(prefix, 0))
+
+    def _cannot_index(self) -> bool:
+        """Whether waiting longer is in vain: the database takes no index write."""
+        return self._writer.read_only
+
+    def _progress(self, lsn: int, scopes: frozenset[bytes], whole: bool) -> None:
+        """Record that ``scopes`` (every scope, when ``whole``) are indexed up to
+        ``lsn``, and wake the recalls waiting."""
+        with self._state:
+            if whole and lsn > self._indexed_lsn:
                 self._indexed_lsn = lsn
-                self._state.notify_all()
+                # A scope no further than every scope needs no entry of its own.
+                self._scope_lsn = {p: n for p, n in self._scope_lsn.items() if n > lsn}
+            for prefix in scopes:
+                if lsn > self._scope_indexed(prefix):
+                    self._scope_lsn[prefix] = lsn
+            self._state.notify_all()
+
+    def _end_round(self) -> None:
+        with self._state:
+            self._in_flight = frozenset()
+            self._rounds_done += 1
+            self._state.notify_all()
 
     # --- the loop ----------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
             self.indexes.load_all(self._store)
-            self._loaded = True
         except Exception:  # the indexes start empty and fill from the queue
             log.exception("loading the vector indexes failed")
+        with self._state:
             self._loaded = True
+            self._state.notify_all()
         last_save = time.monotonic()
         while not self._stopping:
+            if self._writer.read_only:
+                self._pause_read_only()
+                continue
             try:
                 busy = self._round()
             except Exception:
                 self.failures += 1
-                log.exception("an indexing round failed; retrying")
+                if not self._writer.read_only:
+                    log.exception("an indexing round failed; retrying")
                 self._wake.wait(RETRY_DELAY_S)
                 self._wake.clear()
                 continue
             if busy:
                 continue
             if time.monotonic() - last_save >= IDLE_SAVE_S:
-                self.indexes.save_dirty()
+                self._save()
                 last_save = time.monotonic()
             self._wake.wait(IDLE_SAVE_S)
             self._wake.clear()
 
-    def _read_queue(self) -> tuple[int, list[_Entry]]:
-        entries: list[_Entry] = []
+    def _pause_read_only(self) -> None:
+        """The database takes no write until a restart: no round can commit, so none
+        is tried (each would embed its batch in vain); waiting recalls are woken to
+        answer with what there is."""
+        if not self._read_only_noted:
+            self._read_only_noted = True
+            log.warning(
+                "the indexer stops until a restart: the database is read-only (%s)",
+                self._writer.read_only_reason,
+            )
+            with self._state:
+                self._state.notify_all()
+        self._wake.wait(IDLE_SAVE_S)
+        self._wake.clear()
+
+    def _read_queue(self) -> _Batch:
+        """The round's entries, scopes in turn: those recalls wait on first, then the
+        others from where the last round stopped."""
+        with self._state:
+            waited = list(self._waited)
         with self._store.read() as txn:
             applied = get_progress(self._store, txn).applied_lsn
             cursor = txn.cursor(db=self._store.table(EMBED_QUEUE))
-            for key, value in cursor:
-                if len(entries) == MAX_INDEX_BATCH:
-                    break
-                entries.append(_Entry(bytes(key), bytes(value)))
+            clear = frozenset(p for p in waited if not has_queued(cursor, p))
+            others, complete = scopes_with_work(cursor, self._next_scope, MAX_INDEX_BATCH)
+            order = list(dict.fromkeys([p for p in waited if p not in clear] + others))
+            served = order[:MAX_INDEX_BATCH]  # at least one entry each
+            turn = take_in_turn(cursor, served, MAX_INDEX_BATCH)
+            if others:
+                self._next_scope = after_scope(others[-1]) or b""
+            entries = [_Entry(key, value) for key, value in turn.entries]
             for entry in entries:
                 if entry.value[:1] != REMOVE:
                     self._prepare(txn, entry)
-        return applied, entries
+        whole = complete and len(served) == len(order) and turn.drained == frozenset(served)
+        return _Batch(applied, entries, turn.drained, clear, whole)
 
     def _prepare(self, txn: lmdb.Transaction, entry: _Entry) -> None:
         """Read what an ADD or REINDEX entry needs: the client's vector or the text to
@@ -241,17 +399,32 @@ class Indexer:
 
     def _round(self) -> bool:
         """One round; True when there may be more to do at once."""
-        applied, entries = self._read_queue()
-        if not entries:
-            self._reached(applied)
-            return False
+        try:
+            batch = self._read_queue()
+            if not batch.entries:
+                self._progress(batch.lsn, batch.clear, whole=batch.whole)
+                return False
+            outcome = self._index(batch.entries)
+        finally:
+            self._end_round()
+        done = (batch.drained - outcome.skipped_scopes) | batch.clear
+        self._progress(batch.lsn, done, whole=batch.whole and not outcome.skipped)
+        return True
+
+    def _index(self, entries: list[_Entry]) -> _Applied:
+        """Embed ``entries``, write the outcome through the writer, then change the
+        HNSW indexes to match."""
         needing = [e for e in entries if e.needs_embedding]
         if needing:
-            vectors = self._embedder.embed([e.text or "" for e in needing])
+            # Bulk: a recall's cue is embedded ahead of these, between their pieces.
+            texts = [e.text or "" for e in needing]
+            vectors = self._embedder.embed(texts, priority=Priority.BULK)
             for entry, vector in zip(needing, vectors, strict=True):
                 entry.vector = vector
         outcome = _Applied()
         dims = self._embedder.dimensions
+        with self._state:
+            self._in_flight = frozenset(e.key for e in entries)
         self._writer.submit(lambda ctx: _plan(ctx, entries, outcome, dims)).result()
         for prefix in set(outcome.added) | set(outcome.removed) | set(outcome.replaced):
             self.indexes.apply(
@@ -264,9 +437,7 @@ class Indexer:
         self.rounds += 1
         self.embedded += sum(len(v) for v in outcome.added.values())
         self.embedded += sum(len(v) for v in outcome.replaced.values())
-        if len(entries) < MAX_INDEX_BATCH and not outcome.skipped:
-            self._reached(applied)
-        return True
+        return outcome
 
 
 def _client_vector(
@@ -289,6 +460,7 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
     """The logged write of one round: vectors in (a re-indexed document's under its
     own label), re-indexed postings swapped, queue entries out."""
     outcome.added, outcome.replaced, outcome.removed, outcome.skipped = {}, {}, {}, 0
+    outcome.skipped_scopes = set()
     outcome.lsn = ctx.lsn
     queue = ctx.store.table(EMBED_QUEUE)
     next_labels: dict[bytes, int] = {}
@@ -296,6 +468,7 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
     for entry in entries:
         if not _still_as_read(ctx, queue, entry):
             outcome.skipped += 1  # the next round sees it as it is now
+            outcome.skipped_scopes.add(entry.prefix)
             continue
         changes.append(Delete(EMBED_QUEUE, entry.key))
         if entry.value[:1] == REMOVE:
@@ -307,6 +480,8 @@ def _plan(ctx: PlanContext, entries: list[_Entry], outcome: _Applied, dimensions
         vector = _indexable_vector(entry, dimensions)
         if vector is not None:
             changes += _vector_changes(ctx, entry, vector, next_labels, outcome)
+    # Once, over every entry's postings: a term several entries touch is settled once.
+    changes += lexical.settle(ctx.store, ctx.txn, changes)
     changes += _scope_state_changes(ctx, next_labels, outcome)
     return Plan(tuple(changes), ())
 

@@ -13,7 +13,12 @@ the records they index:
   so that decoded postings kept in memory are known to be current:
   :mod:`brain.engine.index.postings`); all changed by
   :class:`~brain.engine.write.plan.Add`, so that several documents indexed by one
-  write add up.
+  write add up. A term's version row lives exactly while some document holds
+  the term: :func:`settle` deletes it in the write that takes the term's last
+  posting out, so no hash of a forgotten word stays behind (spec/04-retrieval.md
+  §2). ``S ‖ "floor"`` holds the highest version a deleted row had; a term
+  indexed again starts above it, so a version is never given to two different
+  sets of postings.
 
 A term hash is the first :data:`TERM_HASH_BYTES` bytes of BLAKE2b of the
 token: fixed-size keys, and no text of a document in any key. A search looks
@@ -30,6 +35,7 @@ import hashlib
 import heapq
 import math
 from collections import Counter
+from collections.abc import Sequence
 from typing import Final
 
 import lmdb
@@ -41,8 +47,8 @@ from brain.engine.index.documents import DOC_KEY_BYTES
 from brain.engine.index.postings import PostingsCache, build
 from brain.engine.index.tokens import tokenize
 from brain.engine.store.env import Store
-from brain.engine.store.scan import scan
-from brain.engine.store.scope import Scope
+from brain.engine.store.scan import scan, scan_keys
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
 from brain.engine.store.tables import LEX_DOCS, LEX_POSTINGS, LEX_STATS
 from brain.engine.write.plan import Add, Change, Delete, Put, read_counter
 
@@ -57,8 +63,10 @@ __all__ = [
     "doc_row",
     "doc_row_of",
     "index_changes",
+    "orphan_changes",
     "remove_changes",
     "search",
+    "settle",
 ]
 
 POSTINGS: Final = LEX_POSTINGS
@@ -83,7 +91,11 @@ searches, bounded by its first few hundred distinct words."""
 _DOCS_KEY: Final = b"docs"
 _TOKENS_KEY: Final = b"tokens"
 _VERSION_KEY: Final = b"v:"
+_FLOOR_KEY: Final = b"floor"
 _U32: Final = 4
+_TERM_KEY_BYTES: Final = SCOPE_PREFIX_BYTES + TERM_HASH_BYTES
+"""``S ‖ term hash``: the prefix of every posting of one term."""
+_POSTING_KEY_BYTES: Final = _TERM_KEY_BYTES + DOC_KEY_BYTES
 
 
 def _term_hash(term: str) -> bytes:
@@ -150,6 +162,114 @@ def remove_changes(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes
     changes.append(Add(LEX_STATS, scope.key(_DOCS_KEY), -1))
     changes.append(Add(LEX_STATS, scope.key(_TOKENS_KEY), -length))
     return changes
+
+
+def settle(store: Store, txn: lmdb.Transaction, changes: Sequence[Change]) -> list[Change]:
+    """The ``lex_stats`` changes that end a plan whose postings changes are among
+    ``changes``, ``txn`` holding the state before the plan: the version row of every
+    term the plan leaves without a posting is deleted, and a term whose row is
+    created again starts above its scope's floor.
+
+    Call it once per plan (or per write of a transaction, each planned on the
+    one before), on all of the plan's lexical changes: whether a term keeps a
+    posting depends on every removal and indexing the plan makes. It is exact at
+    planning time because the writer plans each write on the state its
+    predecessors left; the changes it returns are logged with the rest, so
+    replay lands on the same rows. Per term it reads the version row and, when
+    the plan removes postings of the term and adds none, the term's postings only
+    until one the plan does not remove.
+    """
+    finals: dict[bytes, dict[bytes, bool]] = {}
+    version_changes: dict[bytes, list[Change]] = {}
+    for change in changes:
+        if change.table == LEX_POSTINGS and len(change.key) == _POSTING_KEY_BYTES:
+            term = change.key[:_TERM_KEY_BYTES]
+            finals.setdefault(term, {})[change.key] = isinstance(change, Put)
+        elif change.table == LEX_STATS:
+            version_changes.setdefault(change.key, []).append(change)
+    stats = store.table(LEX_STATS)
+    floors: dict[bytes, tuple[int, int]] = {}  # scope prefix: (floor before, floor after)
+    settled: list[Change] = []
+    for term, postings in finals.items():
+        prefix, th = term[:SCOPE_PREFIX_BYTES], term[SCOPE_PREFIX_BYTES:]
+        version_key = prefix + _VERSION_KEY + th
+        raw = txn.get(version_key, db=stats)
+        before = None if raw is None else read_counter(bytes(raw))
+        after = _replayed(before, version_changes.get(version_key, []))
+        if prefix not in floors:
+            floor = read_counter(_raw(txn.get(prefix + _FLOOR_KEY, db=stats)))
+            floors[prefix] = (floor, floor)
+        floor_before, floor_after = floors[prefix]
+        if not _holds_a_posting(store, txn, term, postings):
+            if after is not None:
+                settled.append(Delete(LEX_STATS, version_key))
+                floors[prefix] = (floor_before, max(floor_after, after))
+        elif before is None and floor_before > 0:
+            # Created again: every version it had before is at most the floor.
+            settled.append(Add(LEX_STATS, version_key, floor_before))
+    for prefix, (floor_before, floor_after) in floors.items():
+        if floor_after > floor_before:
+            settled.append(Add(LEX_STATS, prefix + _FLOOR_KEY, floor_after - floor_before))
+    return settled
+
+
+def orphan_changes(store: Store, txn: lmdb.Transaction) -> list[Change]:
+    """The changes that delete every version row whose term has no posting in ``txn``'s
+    snapshot, raising each scope's floor past them: rows an earlier build, which
+    kept them for good, left behind (the purge applies them)."""
+    stats, postings = store.table(LEX_STATS), store.table(LEX_POSTINGS)
+    floors: dict[bytes, tuple[int, int]] = {}
+    changes: list[Change] = []
+    for key, value in scan(txn, stats, b""):
+        if len(key) != _TERM_KEY_BYTES + len(_VERSION_KEY):
+            continue
+        prefix, name = key[:SCOPE_PREFIX_BYTES], key[SCOPE_PREFIX_BYTES:]
+        if name[: len(_VERSION_KEY)] != _VERSION_KEY:
+            continue
+        term = prefix + name[len(_VERSION_KEY) :]
+        if next(iter(scan_keys(txn, postings, term)), None) is not None:
+            continue
+        if prefix not in floors:
+            floor = read_counter(_raw(txn.get(prefix + _FLOOR_KEY, db=stats)))
+            floors[prefix] = (floor, floor)
+        before, after = floors[prefix]
+        floors[prefix] = (before, max(after, read_counter(value)))
+        changes.append(Delete(LEX_STATS, key))
+    changes += [
+        Add(LEX_STATS, prefix + _FLOOR_KEY, after - before)
+        for prefix, (before, after) in floors.items()
+        if after > before
+    ]
+    return changes
+
+
+def _raw(value: bytes | memoryview | None) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def _replayed(value: int | None, changes: list[Change]) -> int | None:
+    """A ``lex_stats`` row after ``changes`` to it (None: absent)."""
+    for change in changes:
+        if isinstance(change, Add):
+            value = (value or 0) + change.delta
+        elif isinstance(change, Put):
+            value = read_counter(change.value)
+        else:
+            value = None
+    return value
+
+
+def _holds_a_posting(
+    store: Store, txn: lmdb.Transaction, term: bytes, finals: dict[bytes, bool]
+) -> bool:
+    """Whether the term still has a posting once the plan's changes to its postings
+    (``finals``: posting key to whether it is put, by the last change) are made."""
+    if any(finals.values()):
+        return True
+    for key in scan_keys(txn, store.table(LEX_POSTINGS), term):
+        if len(key) == _POSTING_KEY_BYTES and key not in finals:
+            return True
+    return False
 
 
 def _counter(store: Store, txn: lmdb.Transaction, scope: Scope, name: bytes) -> int:

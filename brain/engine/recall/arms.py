@@ -18,6 +18,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from brain.embed.batching import Priority
 from brain.engine.index import lexical
 from brain.engine.index.service import Retrieval
 from brain.engine.index.vectors import LABEL_BYTES
@@ -66,7 +67,8 @@ def query_vector(retrieval: Retrieval, request: Recall) -> NDArray[np.float32] |
         return np.frombuffer(request.vector, dtype="<f4").astype(np.float32)
     if not request.cue.strip():
         return None
-    vectors = retrieval.embedder.embed([request.cue])
+    # A client waits on this: it goes ahead of the indexer's queued documents.
+    vectors = retrieval.embedder.embed([request.cue], priority=Priority.INTERACTIVE)
     return np.asarray(vectors[0], dtype=np.float32)
 
 

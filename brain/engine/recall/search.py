@@ -12,6 +12,8 @@
 
 Every candidate an arm returns is looked up in the read's own snapshot, so a
 record another scope holds, or one the snapshot cannot see, never appears.
+The coverage's ``embed_backlog`` counts the scope's documents the snapshot holds
+and the vector index did not yet when the arms ran (spec/04-retrieval.md §6).
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def _coverage(
     request: Recall,
     weights: dict[str, float],
     ranked: dict[str, list[bytes]],
+    *,
+    backlog: int,
 ) -> Coverage:
     return Coverage(
         space=scope.space,
@@ -128,6 +132,7 @@ def _coverage(
         as_of=request.as_of,
         valid_at=request.valid_at,
         min_confidence=request.min_confidence,
+        embed_backlog=backlog or None,
     )
 
 
@@ -144,6 +149,8 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
     rrf_k = request.rrf_k or DEFAULT_RRF_K
     weights = arm_weights(request)
     filters = recall_filters(request)
+    # Counted before the arms search the indexes, so that none means they saw it all.
+    backlog = retrieval.indexer.embed_backlog(ctx.txn, scope.prefix)
     ranked, spent = _run_arms(ctx, scope, retrieval, request, weights=weights, filters=filters)
 
     clock = time.perf_counter()
@@ -158,7 +165,7 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
 
     hits = judged.kept[:top_k]
     counts = survivors(judged, fused=len(order), limit=len(hits))
-    coverage = _coverage(ctx, scope, request, weights, ranked)
+    coverage = _coverage(ctx, scope, request, weights, ranked, backlog=backlog)
     timings = Timings(
         embed=spent["embed"],
         semantic=spent["semantic"],

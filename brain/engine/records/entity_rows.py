@@ -47,6 +47,7 @@ __all__ = [
     "ENTITY_ID_BYTES",
     "MAX_ATTRIBUTE_DEPTH",
     "MAX_MERGE_HOPS",
+    "NAME_KEY_BYTES",
     "aliases_of",
     "canonical_entity",
     "check_attributes",
@@ -58,7 +59,6 @@ __all__ = [
     "index_names",
     "is_live",
     "name_key",
-    "name_of_key",
     "name_owners",
     "new_row",
     "normalise_name",
@@ -112,13 +112,6 @@ def name_key(normal: str) -> bytes:
     # Exactly NAME_KEY_BYTES long, so it can never equal a short name's key.
     digest = hashlib.sha256(raw).digest()[:_NAME_HASH_BYTES]
     return raw[: NAME_KEY_BYTES - _NAME_HASH_BYTES] + digest
-
-
-def name_of_key(part: bytes) -> str:
-    """The normalised name an index key's name part shows (only the head of a long one)."""
-    if len(part) >= NAME_KEY_BYTES:
-        part = part[: NAME_KEY_BYTES - _NAME_HASH_BYTES]
-    return part.decode("utf-8", errors="ignore")
 
 
 def _index_key(scope: Scope, normal: str, entity_id: bytes) -> bytes:

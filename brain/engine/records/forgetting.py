@@ -16,8 +16,12 @@ The audit entry (``forget_soft`` / ``forget_hard``) names the memories in
 Either way the memory leaves the deduplication index, so encoding its text
 again (where allowed) makes a new memory. A soft forget can be followed by a
 hard one; a repeat at the same or a weaker strength changes nothing and
-answers ``already_forgotten: true``. Removing the text from the WAL, the
-checkpoints and LMDB's free pages is the purge's job (spec/05-durability.md).
+answers ``already_forgotten: true``. The index rows derived from the same
+write take the text's postings out, and the version row of every word no
+other document holds (:func:`brain.engine.index.lexical.settle`), so an export
+or a snapshot made afterwards holds none of it. Removing the text from the WAL,
+LMDB's pages and the snapshots in the data directory is the purge's job
+(spec/06-operations.md §7).
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ therefore only compares names with the same runs of digits, in the same order
 (:func:`numbers_agree`); without that rule every new numbered name beside two
 others would be a tie and wait for review.
 
+The fuzzy tier runs on the writer thread whenever a write names a new subject,
+so its work has a ceiling that does not grow with the length of the names: it
+reads at most :data:`FUZZY_SCAN_ROWS` index keys and :data:`FUZZY_SCAN_BYTES`
+bytes of names, in key order, and compares only names of at most
+:data:`FUZZY_NAME_CHARS` characters (a longer query skips the tier; a longer
+name, or one whose key holds only its head, is no fuzzy candidate). Names past
+either bound are not candidates, as in a scope too big to read whole.
+
 The threshold and margin are :class:`~brain.engine.write.tuning.Resolution`
 settings, from the ``[entities]`` section of the server's configuration.
 """
@@ -31,11 +39,11 @@ from rapidfuzz import fuzz, process
 
 from brain.engine.records.entity_rows import (
     ENTITY_ID_BYTES,
+    NAME_KEY_BYTES,
     check_name,
     entity_row,
     exact_candidates,
     is_live,
-    name_of_key,
     type_matches,
 )
 from brain.engine.store.env import Store
@@ -46,6 +54,8 @@ from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.wire.messages.entity_ops import EntityMatch
 
 __all__ = [
+    "FUZZY_NAME_CHARS",
+    "FUZZY_SCAN_BYTES",
     "FUZZY_SCAN_ROWS",
     "is_ambiguous",
     "name_index",
@@ -54,9 +64,21 @@ __all__ = [
     "tied",
 ]
 
-FUZZY_SCAN_ROWS: Final = 50_000
-"""Name-index rows the fuzzy tier compares per request: bounds a read to a few tens of
-milliseconds; names past it in a bigger scope are not fuzzy candidates."""
+FUZZY_SCAN_ROWS: Final = 10_000
+"""Name-index keys the fuzzy tier reads per resolution. A write naming a new subject
+resolves it on the writer, which every tenant waits on: 10,000 short names cost a few
+milliseconds (50,000 cost tens); names past it are not fuzzy candidates."""
+
+FUZZY_SCAN_BYTES: Final = 500_000
+"""Bytes of names the fuzzy tier reads per resolution, over every key it reads (those
+too long to compare included): what bounds its work when the names are long. It is
+:data:`FUZZY_SCAN_ROWS` keys at 50 bytes a name; a scope of the longest aliases
+reaches it after about 1,250 keys, and names past it are not fuzzy candidates."""
+
+FUZZY_NAME_CHARS: Final = 256
+"""Longest normalised name the fuzzy tier compares, as the query or a candidate: a
+comparison costs the product of the two lengths, and the tier is for misspelt names,
+not passages; a longer one still resolves by its exact name or an alias."""
 
 _SCORE_EPSILON: Final = 1e-9
 """Scores are floats: a gap of exactly the margin must count as within it."""
@@ -76,18 +98,32 @@ def _ranked(matches: Iterable[EntityMatch]) -> list[EntityMatch]:
 
 
 def name_index(store: Store, txn: lmdb.Transaction, scope: Scope) -> tuple[list[str], list[bytes]]:
-    """The names the fuzzy tier compares (at most :data:`FUZZY_SCAN_ROWS`, in index
-    order) and, for each, the entity it belongs to."""
+    """The names the fuzzy tier compares, in index order, and for each the entity it
+    belongs to: from the first :data:`FUZZY_SCAN_ROWS` keys of the scope and
+    :data:`FUZZY_SCAN_BYTES` bytes of names, those of at most :data:`FUZZY_NAME_CHARS`
+    characters whose key holds the whole name."""
     names: list[str] = []
     owners: list[bytes] = []
     prefix = scope.key()
-    for key in scan_keys(txn, store.table(ENTITY_BY_NAME), prefix):
-        if len(names) >= FUZZY_SCAN_ROWS:
+    start = len(prefix)
+    # name key ‖ 0x00 ‖ entity id
+    tail = ENTITY_ID_BYTES + 1
+    budget = FUZZY_SCAN_BYTES
+    for read, key in enumerate(scan_keys(txn, store.table(ENTITY_BY_NAME), prefix)):
+        if read >= FUZZY_SCAN_ROWS:
             break
-        tail = key[len(prefix) :]
-        # name key ‖ 0x00 ‖ entity id
-        names.append(name_of_key(tail[: -ENTITY_ID_BYTES - 1]))
-        owners.append(tail[-ENTITY_ID_BYTES:])
+        part = key[start:-tail]
+        budget -= len(part)
+        if budget < 0:
+            break
+        # A key of NAME_KEY_BYTES holds a long name's head and a hash, not the name.
+        if len(part) >= NAME_KEY_BYTES:
+            continue
+        name = part.decode("utf-8", errors="ignore")
+        if len(name) > FUZZY_NAME_CHARS:
+            continue
+        names.append(name)
+        owners.append(key[-ENTITY_ID_BYTES:])
     return names, owners
 
 
@@ -100,6 +136,8 @@ def _fuzzy(
     *,
     threshold: float,
 ) -> list[EntityMatch]:
+    if len(normal) > FUZZY_NAME_CHARS:
+        return []
     names, owners = name_index(store, txn, scope)
     best: dict[bytes, float] = {}
     found = process.extract(

@@ -1,4 +1,5 @@
-"""The schema of a space: declared predicates, relation types and entity types.
+"""The schema: declared predicates, relation types and entity types, for a namespace
+and per space.
 
 Undeclared predicates and types are open vocabulary: not stateful,
 many-to-many (spec/02-data-model.md §6). SCHEMA_PUT declares or redeclares entries and
@@ -8,7 +9,16 @@ from its record time on; it does not rewrite statements already stored
 (declaring a predicate stateful does not supersede the several current values
 a subject may already have; the next write of that predicate does).
 
-The schema of a scope is one row under the scope prefix in ``schema``.
+A SCHEMA_PUT without ``space`` declares the namespace's schema, which is in force
+in every space of the namespace; one with ``space`` declares that space's own
+schema, which replaces the namespace's there whole (from an empty schema of its
+own: nothing of the namespace's carries over). SCHEMA_GET without ``space``
+answers the namespace's schema; with ``space``, the one in force there, and
+``scope`` says which of the two that is.
+
+Each schema is one row in ``schema``: a space's under its scope prefix, the
+namespace's under the prefix of the scope whose space is
+:data:`NAMESPACE_SCHEMA_SPACE`, a name no request can give a space.
 """
 
 from __future__ import annotations
@@ -35,25 +45,43 @@ from brain.wire.messages.schema_ops import (
 )
 
 __all__ = [
+    "FROM_NAMESPACE",
+    "FROM_SPACE",
+    "NAMESPACE_SCHEMA_SPACE",
     "OPEN_CARDINALITY",
     "SpaceSchema",
     "cardinality_of",
     "load_schema",
     "plan_schema_put",
     "read_schema_get",
+    "schema_scope",
 ]
 
 OPEN_CARDINALITY: Final = "many_to_many"
 
+NAMESPACE_SCHEMA_SPACE: Final = "*"
+"""The space name whose scope prefix keys the namespace's schema. Space names are 1-64
+characters of ``[a-z0-9_.-]`` (``Space`` in brain/wire/messages/values.py), so no
+request's scope has this prefix (its 16-byte space id could equal a real space's
+only as two real spaces' ids could); it begins with the namespace id, so a
+namespace's export carries it and its import puts it back."""
+
+FROM_NAMESPACE: Final = "namespace"
+"""SCHEMA_GET's ``scope`` when the namespace's schema is in force."""
+
+FROM_SPACE: Final = "space"
+"""SCHEMA_GET's ``scope`` when the space's own schema is in force."""
+
 
 @dataclass(slots=True)
 class SpaceSchema:
-    """The declarations in force in one scope."""
+    """One stored schema, the namespace's or a space's own (``source`` says which)."""
 
     version: int = 0
     predicates: dict[str, dict[str, object]] = field(default_factory=dict)
     relation_types: dict[str, dict[str, object]] = field(default_factory=dict)
     entity_types: list[str] = field(default_factory=list)
+    source: str = FROM_NAMESPACE
 
     def predicate(self, name: str) -> dict[str, object] | None:
         """The declaration of predicate ``name``, or None when undeclared."""
@@ -76,11 +104,17 @@ class SpaceSchema:
         )
 
 
-def load_schema(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema:
-    """The schema of ``scope`` (empty when nothing was declared)."""
+def schema_scope(namespace: str, space: str | None) -> Scope:
+    """The scope whose row a SCHEMA_PUT or SCHEMA_GET with ``space`` names: the
+    namespace's schema when ``space`` is absent, else that space's own."""
+    return Scope(namespace, NAMESPACE_SCHEMA_SPACE if space is None else space)
+
+
+def _stored(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema | None:
+    """The schema row stored under ``scope``'s prefix, or None."""
     raw = txn.get(scope.key(), db=store.table(SCHEMA))
     if raw is None:
-        return SpaceSchema()
+        return None
     row = cbor.decode(bytes(raw))
     assert isinstance(row, dict)
     version, predicates = row["version"], row["predicates"]
@@ -92,7 +126,18 @@ def load_schema(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchem
         {str(k): dict(v) for k, v in predicates.items() if isinstance(v, dict)},
         {str(k): dict(v) for k, v in relation_types.items() if isinstance(v, dict)},
         [str(t) for t in entity_types],
+        FROM_NAMESPACE if scope.space == NAMESPACE_SCHEMA_SPACE else FROM_SPACE,
     )
+
+
+def load_schema(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema:
+    """The schema in force in ``scope``: the space's own when it has one, else the
+    namespace's (empty, version 0, when nothing was declared)."""
+    own = _stored(store, txn, scope)
+    if own is not None:
+        return own
+    shared = _stored(store, txn, schema_scope(scope.namespace, None))
+    return SpaceSchema() if shared is None else shared
 
 
 def cardinality_of(store: Store, txn: lmdb.Transaction, scope: Scope, type_name: str) -> str:
@@ -111,8 +156,11 @@ def plan_schema_put(
     plans no change. SCHEMA_PUT has no ``request_id`` (spec/02-data-model.md §6), so this is
     what makes a client's retry harmless: it must not look like a new version.
     """
-    current = load_schema(ctx.store, ctx.txn, scope)
-    schema = load_schema(ctx.store, ctx.txn, scope)
+    target = schema_scope(scope.namespace, request.space)
+    source = FROM_NAMESPACE if request.space is None else FROM_SPACE
+    # A space's first put starts its own schema from empty, not from the namespace's.
+    current = _stored(ctx.store, ctx.txn, target) or SpaceSchema(source=source)
+    schema = _stored(ctx.store, ctx.txn, target) or SpaceSchema(source=source)
     for p in request.predicates or ():
         decl: dict[str, object] = {"stateful": p.stateful}
         if p.kind is not None:
@@ -133,12 +181,16 @@ def plan_schema_put(
     ):
         return [], SchemaPutOk(version=current.version)
     schema.version += 1
-    return [Put(SCHEMA, scope.key(), schema.encode())], SchemaPutOk(version=schema.version)
+    return [Put(SCHEMA, target.key(), schema.encode())], SchemaPutOk(version=schema.version)
 
 
 def read_schema_get(ctx: ReadContext, scope: Scope, request: SchemaGet) -> Schema:
-    """SCHEMA_GET: every declaration, in name order."""
-    schema = load_schema(ctx.store, ctx.txn, scope)
+    """SCHEMA_GET: every declaration, in name order, of the namespace's schema
+    (``space`` absent) or of the one in force in the space, and which it is."""
+    if request.space is None:
+        schema = _stored(ctx.store, ctx.txn, schema_scope(scope.namespace, None)) or SpaceSchema()
+    else:
+        schema = load_schema(ctx.store, ctx.txn, scope)
     predicates = tuple(
         PredicateDecl(
             name=name,
@@ -160,4 +212,5 @@ def read_schema_get(ctx: ReadContext, scope: Scope, request: SchemaGet) -> Schem
         relation_types=relation_types,
         entity_types=tuple(schema.entity_types),
         version=schema.version,
+        scope=schema.source,
     )

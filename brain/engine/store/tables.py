@@ -157,7 +157,8 @@ LEX_DOCS: Final = b"lex_docs"
 """``S ‖ doc key`` -> CBOR ``[length, [[term hash, tf]…]]`` (a removal needs no text)."""
 
 LEX_STATS: Final = b"lex_stats"
-"""``S ‖ "docs"``, ``S ‖ "tokens"``, ``S ‖ "v:" ‖ term hash`` -> signed 64-bit counters."""
+"""``S ‖ "docs"``, ``S ‖ "tokens"``, ``S ‖ "v:" ‖ term hash`` (while a posting of the term
+exists), ``S ‖ "floor"`` -> signed 64-bit counters."""
 
 VECTORS: Final = b"vectors"
 """``S ‖ doc key`` -> ``u64 label ‖ float32 values``."""

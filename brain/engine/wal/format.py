@@ -5,6 +5,12 @@ what is a torn tail and what is corruption live in one place and are shared by
 :class:`~brain.engine.wal.log.WriteAheadLog` (which repairs a torn tail) and
 :func:`~brain.engine.wal.tools.verify` (which only reports it). All integers
 are big-endian. ``spec/05-durability.md §3`` draws the layout byte by byte.
+
+Two record layouts exist. Version 2 (written) gives each record header a CRC
+of its own, so a damaged header is told from a torn write even in the last
+record of the log. Version 1 (still read) had one CRC over header and payload,
+which cannot be checked until the whole record is there. A segment's header
+says which layout its records use.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ __all__ = [
     "MAX_PAYLOAD",
     "MAX_RECORD_KIND",
     "MIN_RECORD_KIND",
+    "READABLE_VERSIONS",
     "RECORD_HEADER_SIZE",
     "SEGMENT_HEADER_SIZE",
     "SEGMENT_MAGIC",
+    "V1_RECORD_HEADER_SIZE",
     "Incomplete",
     "SegmentHeader",
     "SegmentScan",
@@ -40,6 +48,7 @@ __all__ = [
     "encode_segment_header",
     "iter_segment",
     "parse_segment_name",
+    "record_header_size",
     "scan_segment",
     "segment_name",
 ]
@@ -47,14 +56,23 @@ __all__ = [
 SEGMENT_MAGIC: Final = b"BRNWAL\x00\x01"
 """First 8 bytes of every segment; the NUL keeps a text file from passing as one."""
 
-FORMAT_VERSION: Final = 1
-"""Bumped when the layout changes; a reader refuses versions it does not know."""
+FORMAT_VERSION: Final = 2
+"""The layout this build writes; bumped when the layout changes."""
+
+READABLE_VERSIONS: Final = (1, 2)
+"""The layouts this build reads. A version-1 segment is read until a checkpoint
+deletes it; records are only ever appended to a version-2 segment. Other
+versions are refused."""
 
 SEGMENT_HEADER_SIZE: Final = 32
 """magic 8 + version 2 + reserved 2 + first LSN 8 + creation time 8 + CRC 4."""
 
-RECORD_HEADER_SIZE: Final = 28
-"""CRC 4 + payload length 4 + LSN 8 + record time 8 + kind 2 + reserved 2."""
+RECORD_HEADER_SIZE: Final = 32
+"""header CRC 4 + payload length 4 + LSN 8 + record time 8 + kind 2 + reserved 2 + payload CRC 4."""
+
+V1_RECORD_HEADER_SIZE: Final = 28
+"""Version 1: CRC 4 (over the rest of the header and the payload) + payload length 4
++ LSN 8 + record time 8 + kind 2 + reserved 2."""
 
 MAX_PAYLOAD: Final = 64 * 1024 * 1024
 """Largest payload: far above one batch of plans, small enough to read into memory."""
@@ -77,11 +95,13 @@ _SEGMENT_NAME: Final = re.compile(r"wal-(\d{20})\.log")
 
 # magic, version, reserved, first LSN, creation time; the CRC u32 follows
 _SEGMENT_HEADER: Final = struct.Struct(">8sHHQQ")
-# CRC, payload length, LSN, record time, kind, reserved
-_RECORD_HEADER: Final = struct.Struct(">IIQqHH")
+# header CRC, payload length, LSN, record time, kind, reserved, payload CRC
+_RECORD_HEADER: Final = struct.Struct(">IIQqHHI")
+# version 1: CRC, payload length, LSN, record time, kind, reserved
+_V1_RECORD_HEADER: Final = struct.Struct(">IIQqHH")
 _CRC: Final = struct.Struct(">I")
 _LSN_FIELD_OFFSET: Final = 8
-"""Where the LSN sits inside a record header (after CRC and length)."""
+"""Where the LSN sits inside a record header of either version (after CRC and length)."""
 
 
 def _crc(data: bytes | memoryview, value: int = 0) -> int:
@@ -125,6 +145,8 @@ class SegmentHeader:
 
     first_lsn: int
     created_ns: int
+    version: int
+    """The layout of the segment's records (one of :data:`READABLE_VERSIONS`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +160,8 @@ class SegmentScan:
     size: int
     torn: str | None
     """Why the bytes from ``end`` on are a torn tail, or None when there are none."""
+    version: int = FORMAT_VERSION
+    """The segment's layout; a torn header is rewritten in the current one."""
 
     @property
     def next_lsn(self) -> int:
@@ -161,8 +185,13 @@ def parse_segment_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def record_header_size(version: int) -> int:
+    """The size of a record header in a segment of layout ``version``."""
+    return V1_RECORD_HEADER_SIZE if version == 1 else RECORD_HEADER_SIZE
+
+
 def encode_segment_header(first_lsn: int, created_ns: int) -> bytes:
-    """The 32 header bytes of a new segment."""
+    """The 32 header bytes of a new segment, in the current layout."""
     body = _SEGMENT_HEADER.pack(SEGMENT_MAGIC, FORMAT_VERSION, 0, first_lsn, created_ns)
     return body + _CRC.pack(_crc(body))
 
@@ -170,8 +199,8 @@ def encode_segment_header(first_lsn: int, created_ns: int) -> bytes:
 def decode_segment_header(data: bytes, *, path: Path | str, name_lsn: int) -> SegmentHeader:
     """Validate the header at the start of ``data`` against the file's name.
 
-    Raises :class:`WalCorruption` when it is short, damaged, of another version
-    or disagrees with the first LSN the file name promises.
+    Raises :class:`WalCorruption` when it is short, damaged, of a version this
+    build does not read or disagrees with the first LSN the file name promises.
     """
     if len(data) < SEGMENT_HEADER_SIZE:
         raise WalCorruption(path, len(data), name_lsn, "segment is shorter than its header")
@@ -187,8 +216,14 @@ def decode_segment_header(data: bytes, *, path: Path | str, name_lsn: int) -> Se
             name_lsn,
             f"segment header CRC mismatch (stored {stored:#010x}, computed {computed:#010x})",
         )
-    if version != FORMAT_VERSION:
-        raise WalCorruption(path, 8, name_lsn, f"unsupported WAL format version {version}")
+    if version not in READABLE_VERSIONS:
+        raise WalCorruption(
+            path,
+            8,
+            name_lsn,
+            f"unsupported WAL format version {version} (this build reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))})",
+        )
     if reserved != 0:
         raise WalCorruption(path, 10, name_lsn, f"reserved header bytes are {reserved:#06x}, not 0")
     if first_lsn == 0:
@@ -197,51 +232,121 @@ def decode_segment_header(data: bytes, *, path: Path | str, name_lsn: int) -> Se
         raise WalCorruption(
             path, 12, name_lsn, f"header says first LSN {first_lsn}, file name says {name_lsn}"
         )
-    return SegmentHeader(first_lsn, created_ns)
+    return SegmentHeader(first_lsn, created_ns, version)
 
 
 def encode_record(record: WalRecord) -> bytes:
-    """The bytes of one record: header, then payload, CRC32C over all but the CRC."""
+    """The bytes of one record in the current layout: header, then payload.
+
+    The payload CRC sits in the header, and the header CRC covers every other
+    header byte, so the header can be trusted before the payload has been read.
+    """
     body = _RECORD_HEADER.pack(
-        0, len(record.payload), record.lsn, record.record_time, record.kind, 0
+        0,
+        len(record.payload),
+        record.lsn,
+        record.record_time,
+        record.kind,
+        0,
+        _crc(record.payload),
     )[_CRC.size :]
-    crc = _crc(record.payload, _crc(body))
-    return b"".join((_CRC.pack(crc), body, record.payload))
+    return b"".join((_CRC.pack(_crc(body)), body, record.payload))
 
 
 def decode_record(
     buf: bytes,
     offset: int,
     *,
+    version: int = FORMAT_VERSION,
     expected_lsn: int | None = None,
     path: Path | str = "<buffer>",
 ) -> tuple[WalRecord, int] | Incomplete:
     """Decode the record at ``offset``: ``(record, next_offset)`` or :class:`Incomplete`.
 
-    :class:`Incomplete` means the buffer ends inside a record whose header (as far
-    as it goes) is sound, the shape a torn append leaves. A whole record whose
-    CRC fails, an impossible length, a wrong LSN (when ``expected_lsn`` is given),
-    a bad kind or non-zero reserved bytes raise :class:`WalCorruption`, which
-    names ``path``, ``offset`` and the expected LSN (else the one found).
+    ``version`` is the layout of the segment the buffer comes from.
+    :class:`Incomplete` means the buffer ends inside a record, the shape a torn
+    append leaves: inside its header, or inside its payload after a sound
+    header (in version 2 one whose CRC holds). A header whose CRC fails (version
+    2), a whole record whose CRC fails, an impossible length, a wrong LSN (when
+    ``expected_lsn`` is given), a bad kind or non-zero reserved bytes raise
+    :class:`WalCorruption`, which names ``path``, ``offset`` and the expected
+    LSN (else the one found).
     """
+    if version == 1:
+        return _decode_v1(buf, offset, expected_lsn=expected_lsn, path=path)
+    if version != FORMAT_VERSION:
+        raise ValueError(f"WAL format version {version} is not one this build reads")
     available = len(buf) - offset
     if available < RECORD_HEADER_SIZE:
         return Incomplete(
             f"the file ends {available} bytes into a {RECORD_HEADER_SIZE}-byte record header"
         )
-    stored, length, lsn, record_time, kind, reserved = _RECORD_HEADER.unpack_from(buf, offset)
+    stored, length, lsn, record_time, kind, reserved, payload_crc = _RECORD_HEADER.unpack_from(
+        buf, offset
+    )
+    named = expected_lsn if expected_lsn is not None else lsn
+    computed = _crc(memoryview(buf)[offset + _CRC.size : offset + RECORD_HEADER_SIZE])
+    if computed != stored:
+        raise WalCorruption(
+            path,
+            offset,
+            named,
+            f"record header CRC mismatch (stored {stored:#010x}, computed {computed:#010x}; "
+            f"the damaged header claims LSN {lsn} and a {length}-byte payload)",
+        )
+    _check_fields(
+        path,
+        offset,
+        expected_lsn=expected_lsn,
+        lsn=lsn,
+        kind=kind,
+        reserved=reserved,
+        length=length,
+    )
+    end = offset + RECORD_HEADER_SIZE + length
+    if end > len(buf):
+        have = available - RECORD_HEADER_SIZE
+        return Incomplete(f"the file ends {have} bytes into a {length}-byte payload")
+    computed = _crc(memoryview(buf)[offset + RECORD_HEADER_SIZE : end])
+    if computed != payload_crc:
+        raise WalCorruption(
+            path,
+            offset,
+            named,
+            f"record payload CRC mismatch (stored {payload_crc:#010x}, computed {computed:#010x})",
+        )
+    payload = buf[offset + RECORD_HEADER_SIZE : end]
+    return WalRecord(lsn, record_time, kind, payload), end
+
+
+def _decode_v1(
+    buf: bytes, offset: int, *, expected_lsn: int | None, path: Path | str
+) -> tuple[WalRecord, int] | Incomplete:
+    """A version-1 record: one CRC over header and payload, checked once both are there."""
+    available = len(buf) - offset
+    if available < V1_RECORD_HEADER_SIZE:
+        return Incomplete(
+            f"the file ends {available} bytes into a {V1_RECORD_HEADER_SIZE}-byte record header"
+        )
+    stored, length, lsn, record_time, kind, reserved = _V1_RECORD_HEADER.unpack_from(buf, offset)
     named = expected_lsn if expected_lsn is not None else lsn
     if length > MAX_PAYLOAD:
         raise WalCorruption(
             path, offset, named, f"record length {length} exceeds the maximum {MAX_PAYLOAD}"
         )
-    end = offset + RECORD_HEADER_SIZE + length
+    end = offset + V1_RECORD_HEADER_SIZE + length
     if end > len(buf):
         # A torn append leaves a true prefix, so the header fields must still hold.
         _check_fields(
-            path, offset, expected_lsn=expected_lsn, lsn=lsn, kind=kind, reserved=reserved
+            path,
+            offset,
+            expected_lsn=expected_lsn,
+            lsn=lsn,
+            kind=kind,
+            reserved=reserved,
+            length=length,
         )
-        have = available - RECORD_HEADER_SIZE
+        have = available - V1_RECORD_HEADER_SIZE
         return Incomplete(f"the file ends {have} bytes into a {length}-byte payload")
     computed = _crc(memoryview(buf)[offset + _CRC.size : end])
     if computed != stored:
@@ -252,15 +357,34 @@ def decode_record(
             f"record CRC mismatch (stored {stored:#010x}, computed {computed:#010x}; "
             f"the header claims LSN {lsn})",
         )
-    _check_fields(path, offset, expected_lsn=expected_lsn, lsn=lsn, kind=kind, reserved=reserved)
-    payload = buf[offset + RECORD_HEADER_SIZE : end]
+    _check_fields(
+        path,
+        offset,
+        expected_lsn=expected_lsn,
+        lsn=lsn,
+        kind=kind,
+        reserved=reserved,
+        length=length,
+    )
+    payload = buf[offset + V1_RECORD_HEADER_SIZE : end]
     return WalRecord(lsn, record_time, kind, payload), end
 
 
 def _check_fields(
-    path: Path | str, offset: int, *, expected_lsn: int | None, lsn: int, kind: int, reserved: int
+    path: Path | str,
+    offset: int,
+    *,
+    expected_lsn: int | None,
+    lsn: int,
+    kind: int,
+    reserved: int,
+    length: int,
 ) -> None:
     named = expected_lsn if expected_lsn is not None else lsn
+    if length > MAX_PAYLOAD:
+        raise WalCorruption(
+            path, offset, named, f"record length {length} exceeds the maximum {MAX_PAYLOAD}"
+        )
     if expected_lsn is not None and lsn != expected_lsn:
         raise WalCorruption(path, offset, named, f"expected LSN {expected_lsn}, found {lsn}")
     if lsn == 0:
@@ -275,7 +399,9 @@ def _all_zero(data: bytes, start: int) -> bool:
     return data.count(0, start) == len(data) - start
 
 
-def _following_record(data: bytes, after: int, lsn: int, path: Path | str) -> int | None:
+def _following_record(
+    data: bytes, after: int, lsn: int, path: Path | str, version: int
+) -> int | None:
     """The offset of a whole, valid record with LSN ``lsn`` starting at or after ``after``."""
     if not 1 <= lsn <= MAX_LSN:
         return None  # past the last LSN there can be no record at all
@@ -284,7 +410,8 @@ def _following_record(data: bytes, after: int, lsn: int, path: Path | str) -> in
     while at != -1:
         start = at - _LSN_FIELD_OFFSET
         try:
-            if not isinstance(decode_record(data, start, expected_lsn=lsn, path=path), Incomplete):
+            found = decode_record(data, start, version=version, expected_lsn=lsn, path=path)
+            if not isinstance(found, Incomplete):
                 return start
         except WalCorruption:
             pass  # eight bytes that merely look like the LSN; keep looking
@@ -305,7 +432,8 @@ def scan_segment(
     ``expected_first_lsn`` is the previous segment's next LSN (None for the
     first segment). Only the last segment may have a torn tail, and only of
     these shapes: shorter than (or an all-zero) header; the file ends inside a
-    record whose header fields are sound and no whole record with the next LSN
+    record header; the file ends inside a record's payload after a sound header
+    (its CRC holds, in version 2) and no whole record with the next LSN
     follows; or nothing but zero bytes after the last whole record (a crash
     after the file grew but before its data reached the disk). Everything else
     raises :class:`WalCorruption`.
@@ -325,23 +453,24 @@ def scan_segment(
             )
         torn = f"segment header torn ({len(data)} bytes, need {SEGMENT_HEADER_SIZE})"
         return SegmentScan(name_lsn, 0, 0, len(data), torn)
-    decode_segment_header(data, path=path, name_lsn=name_lsn)
+    version = decode_segment_header(data, path=path, name_lsn=name_lsn).version
+    header_size = record_header_size(version)
     offset = SEGMENT_HEADER_SIZE
     lsn = name_lsn
     while offset < len(data):
         try:
-            result = decode_record(data, offset, expected_lsn=lsn, path=path)
+            result = decode_record(data, offset, version=version, expected_lsn=lsn, path=path)
         except WalCorruption:
             if is_last and _all_zero(data, offset):
                 torn = f"{len(data) - offset} zero bytes after the last whole record"
-                return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), torn)
+                return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), torn, version)
             raise
         if isinstance(result, Incomplete):
             if not is_last:
                 raise WalCorruption(
                     path, offset, lsn, f"segment is not the last but {result.reason}"
                 )
-            follower = _following_record(data, offset + RECORD_HEADER_SIZE, lsn + 1, path)
+            follower = _following_record(data, offset + header_size, lsn + 1, path, version)
             if follower is not None:
                 raise WalCorruption(
                     path,
@@ -350,10 +479,10 @@ def scan_segment(
                     f"record runs past the end of the file ({result.reason}), "
                     f"yet record LSN {lsn + 1} follows at byte {follower}",
                 )
-            return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), result.reason)
+            return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), result.reason, version)
         offset = result[1]
         lsn += 1
-    return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), None)
+    return SegmentScan(name_lsn, lsn - name_lsn, offset, len(data), None, version)
 
 
 def iter_segment(data: bytes, *, path: Path | str, name_lsn: int, end: int) -> Iterator[WalRecord]:
@@ -362,11 +491,11 @@ def iter_segment(data: bytes, *, path: Path | str, name_lsn: int, end: int) -> I
         return
     if len(data) < end:
         raise WalCorruption(path, len(data), None, f"segment shrank below byte {end}")
-    decode_segment_header(data, path=path, name_lsn=name_lsn)
+    version = decode_segment_header(data, path=path, name_lsn=name_lsn).version
     offset = SEGMENT_HEADER_SIZE
     lsn = name_lsn
     while offset < end:
-        result = decode_record(data, offset, expected_lsn=lsn, path=path)
+        result = decode_record(data, offset, version=version, expected_lsn=lsn, path=path)
         if isinstance(result, Incomplete) or result[1] > end:
             raise WalCorruption(path, offset, lsn, f"the record no longer ends by byte {end}")
         record, offset = result
@@ -374,24 +503,26 @@ def iter_segment(data: bytes, *, path: Path | str, name_lsn: int, end: int) -> I
         lsn += 1
 
 
-def count_records(data: bytes, offset: int, lsn: int) -> int:
+def count_records(data: bytes, offset: int, lsn: int, version: int = FORMAT_VERSION) -> int:
     """How many records lie from ``offset`` on, the first with LSN ``lsn``, damaged ones too.
 
     Best effort, for reporting what :func:`~brain.engine.wal.tools.truncate_at`
     drops: a record that does not decode counts as one, and the count goes on
     from the next whole record with the following LSN if there is one.
+    ``version`` is the segment's layout.
     """
+    header_size = record_header_size(version)
     records = 0
     while offset < len(data):
         try:
-            result = decode_record(data, offset, expected_lsn=lsn)
+            result = decode_record(data, offset, version=version, expected_lsn=lsn)
         except WalCorruption:
             result = Incomplete("damaged")
         records += 1
         if isinstance(result, Incomplete):
             if _all_zero(data, offset):
                 return records - 1
-            follower = _following_record(data, offset + RECORD_HEADER_SIZE, lsn + 1, "<buffer>")
+            follower = _following_record(data, offset + header_size, lsn + 1, "<buffer>", version)
             if follower is None:
                 return records
             offset = follower

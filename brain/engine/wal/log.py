@@ -4,7 +4,14 @@ The engine's writer thread appends each batch of plans as records, calls
 :meth:`WriteAheadLog.sync` once per batch (group commit) and only then applies
 the batch to LMDB. Opening the log validates every segment; a torn tail (the
 normal result of a crash during an append) is cut away, anything else refuses
-with :class:`~brain.errors.WalCorruption` and leaves the disk untouched.
+with :class:`~brain.errors.WalCorruption` and leaves the disk untouched. The
+engine defers the cut until it knows the store's applied LSN
+(:meth:`WriteAheadLog.cut_torn_tail`): a torn end holding a record the store
+has applied is damage, not a torn append, and is refused, not cut.
+
+Segments of an older layout (:data:`~brain.engine.wal.format.READABLE_VERSIONS`)
+are read; the first append after opening such a log starts a segment in the
+current layout, and checkpoints delete the old ones in time.
 
 A failed write or fsync fails the log for good (spec/05-durability.md §3): after an
 fsync error the kernel may have dropped the dirty pages and marked them clean,
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Final
 
 from brain.engine.wal.format import (
+    FORMAT_VERSION,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     SegmentScan,
@@ -35,7 +43,7 @@ from brain.engine.wal.format import (
     scan_segment,
     segment_name,
 )
-from brain.errors import StorageFault, WalSyncFailed
+from brain.errors import StorageFault, WalCorruption, WalSyncFailed
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
@@ -107,7 +115,7 @@ class WriteAheadLog:
     Plain attributes, for metrics and logs: ``directory``; ``bytes_written``
     (record frames and new segment headers written by this handle);
     ``sync_count`` (fsyncs made by :meth:`sync`, one per group commit with new
-    data); ``torn_tail`` (what :meth:`open` cut from the end, or None).
+    data); ``torn_tail`` (what :meth:`cut_torn_tail` cut from the end, or None).
     """
 
     def __init__(
@@ -132,9 +140,12 @@ class WriteAheadLog:
         self._segments: list[tuple[int, Path]] = []  # (first LSN, path), oldest first
         self._active_fd: int | None = None
         self._active_size = 0
+        self._active_version = FORMAT_VERSION
         self._next_lsn = 1
         self._dirty = False
         self._failure: OSError | None = None
+        self._pending: tuple[Path, SegmentScan] | None = None
+        """The last segment and its scan while a torn tail waits for :meth:`cut_torn_tail`."""
 
     @classmethod
     def open(
@@ -144,14 +155,18 @@ class WriteAheadLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fsync: Callable[[int], None] = os.fdatasync,
         clock: Callable[[], int] = time.time_ns,
+        defer_cut: bool = False,
     ) -> WriteAheadLog:
         """Open (creating if needed) the log in ``directory``, validating every segment.
 
         A torn tail in the last segment is cut away and the cut synced before
-        this returns (``torn_tail`` says what was cut). Corruption raises
-        :class:`~brain.errors.WalCorruption` with nothing on disk changed; a
-        failed fsync raises :class:`~brain.errors.WalSyncFailed`; another process
-        holding the log raises :class:`~brain.errors.StorageFault`.
+        this returns (``torn_tail`` says what was cut). With ``defer_cut`` the
+        torn tail stays on disk until the caller, knowing which records must
+        survive, calls :meth:`cut_torn_tail`; till then the log takes no
+        appends. Corruption raises :class:`~brain.errors.WalCorruption` with
+        nothing on disk changed; a failed fsync raises
+        :class:`~brain.errors.WalSyncFailed`; another process holding the log
+        raises :class:`~brain.errors.StorageFault`.
         """
         if segment_bytes < MIN_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes {segment_bytes} is below {MIN_SEGMENT_BYTES}")
@@ -178,6 +193,8 @@ class WriteAheadLog:
                 log._take_over(scans)
             except OSError as exc:
                 raise log._fail("opening", exc) from exc
+            if not defer_cut:
+                log.cut_torn_tail(0)
         except BaseException:
             log.close()
             raise
@@ -216,14 +233,18 @@ class WriteAheadLog:
         LSNs raise ValueError with nothing written. A failed write raises
         :class:`~brain.errors.WalSyncFailed` and fails the log.
         """
-        self._check_writable()
+        self._check_appendable()
         expected = self._next_lsn
         for record in records:
             if record.lsn != expected:
                 raise ValueError(f"record has LSN {record.lsn} where LSN {expected} is next")
             expected += 1
         frames = [encode_record(record) for record in records]
+        if not frames:
+            return
         try:
+            if self._active_version != FORMAT_VERSION:
+                self._adopt_current_format()
             chunk: list[bytes] = []
             size = self._active_size
             for frame in frames:
@@ -261,7 +282,7 @@ class WriteAheadLog:
         A hard forget uses this to force the segment holding the forgotten text
         out. Does nothing when the active segment holds no record yet.
         """
-        self._check_writable()
+        self._check_appendable()
         if self._active_size <= SEGMENT_HEADER_SIZE:
             return
         try:
@@ -278,7 +299,7 @@ class WriteAheadLog:
         A segment that cannot be deleted raises :class:`~brain.errors.StorageFault`
         (the log stays usable); a failed directory fsync fails the log.
         """
-        self._check_writable()
+        self._check_appendable()
         if not 0 <= durable_lsn <= self.last_lsn:
             raise ValueError(f"durable LSN {durable_lsn} is outside 0..{self.last_lsn}")
         deleted: list[Path] = []
@@ -360,7 +381,7 @@ class WriteAheadLog:
         return scans
 
     def _take_over(self, scans: list[tuple[Path, SegmentScan]]) -> None:
-        """Adopt the scanned segments, cutting a torn tail, or start the first segment."""
+        """Adopt the scanned segments (a torn tail waits for its cut), or start the first."""
         if not scans:
             self._create_segment(1)
             return
@@ -369,17 +390,69 @@ class WriteAheadLog:
         self._active_fd = os.open(path, _APPEND_FLAGS)
         self._next_lsn = last.next_lsn
         self._active_size = last.end
-        if last.torn is None:
+        self._active_version = last.version
+        if last.torn is not None:
+            self._pending = (path, last)
+
+    def cut_torn_tail(self, applied_lsn: int) -> None:
+        """Cut the torn tail :meth:`open` found and sync the cut; nothing to do without one.
+
+        ``applied_lsn`` is the last LSN the store has applied (0 when no store
+        is involved). Every record up to it was whole and synced before it was
+        applied, so a torn end at or below it is damage, not a torn append:
+        that raises :class:`~brain.errors.WalCorruption` naming the file, the
+        byte offset and the LSN, and nothing is cut. A failed cut or fsync
+        fails the log (:class:`~brain.errors.WalSyncFailed`).
+        """
+        self._check_writable()
+        if self._pending is None:
             return
+        path, last = self._pending
+        if last.next_lsn <= applied_lsn:
+            raise WalCorruption(
+                path,
+                last.end,
+                last.next_lsn,
+                f"the log ends in what would be a torn tail ({last.torn}), but the store has "
+                f"applied up to LSN {applied_lsn}: LSN {last.next_lsn} was whole and synced "
+                "before it was applied, so this is damage, not a torn append; nothing was cut",
+            )
+        try:
+            self._cut(path, last)
+        except OSError as exc:
+            raise self._fail("cutting a torn tail", exc) from exc
+        self._pending = None
+
+    def _cut(self, path: Path, last: SegmentScan) -> None:
+        fd = self._active()
         self.torn_tail = f"{path}: cut {last.size - last.end} bytes at byte {last.end}: {last.torn}"
-        os.ftruncate(self._active_fd, last.end)
+        os.ftruncate(fd, last.end)
         if last.header_torn:
             # The name still says where the log stands after a checkpoint; keep it.
             header = encode_segment_header(last.first_lsn, self._clock())
-            _write_all(self._active_fd, header)
+            _write_all(fd, header)
             self._active_size = len(header)
+            self._active_version = FORMAT_VERSION
             self.bytes_written += len(header)
-        self._fsync(self._active_fd)
+        self._fsync(fd)
+
+    def _adopt_current_format(self) -> None:
+        """Records go only into a segment of the current layout: close an older active
+        segment that holds records (as a rotation does), or give an empty one a
+        current header in place, so its name keeps the log's position."""
+        if self._active_size > SEGMENT_HEADER_SIZE:
+            self._rotate()
+            return
+        fd = self._active()
+        # A crash between the cut and the sync leaves a short header: a torn tail,
+        # rewritten from the name at the next start.
+        os.ftruncate(fd, 0)
+        header = encode_segment_header(self._segments[-1][0], self._clock())
+        _write_all(fd, header)
+        self._active_size = len(header)
+        self._active_version = FORMAT_VERSION
+        self.bytes_written += len(header)
+        self._fsync(fd)
 
     def _create_segment(self, first_lsn: int) -> None:
         """Start a new active segment; its header and name are durable before use.
@@ -391,6 +464,7 @@ class WriteAheadLog:
         fd = os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, SEGMENT_MODE)
         self._active_fd = fd
         self._segments.append((first_lsn, path))
+        self._active_version = FORMAT_VERSION
         header = encode_segment_header(first_lsn, self._clock())
         _write_all(fd, header)
         self._active_size = len(header)
@@ -434,6 +508,15 @@ class WriteAheadLog:
                 f"WAL in {self.directory} failed earlier ({self._failure}); "
                 "it takes no more writes until the server restarts"
             ) from self._failure
+
+    def _check_appendable(self) -> None:
+        self._check_writable()
+        if self._pending is not None:
+            # Appending now would put records after the torn bytes, which then
+            # would read as corruption: the cut must come first.
+            raise ValueError(
+                f"the WAL in {self.directory} still ends in a torn tail: call cut_torn_tail first"
+            )
 
     def _active(self) -> int:
         # Only a failed rotation leaves no active file, and a failed log is never used.

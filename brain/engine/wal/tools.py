@@ -11,8 +11,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from brain.engine.wal.format import (
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
     SEGMENT_HEADER_SIZE,
     Incomplete,
     count_records,
@@ -25,6 +28,9 @@ from brain.engine.wal.log import list_segments, lock_directory
 from brain.errors import WalCorruption
 
 __all__ = ["VerifyReport", "truncate_at", "verify"]
+
+_VERSION_AT: Final = 8
+"""Where the format version sits in a segment header (after the magic)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +122,15 @@ def truncate_at(directory: Path, lsn: int) -> int:
         cut = _cut_offset(data, path, first, lsn, is_last=holder == len(found) - 1)
         if cut is None:
             return 0
-        dropped = count_records(data, max(cut, SEGMENT_HEADER_SIZE), lsn if cut else first)
+        dropped = count_records(
+            data, max(cut, SEGMENT_HEADER_SIZE), lsn if cut else first, _version_of(data)
+        )
         # Newest first, so a crash midway leaves a log without gaps; rerunning finishes.
         for later_first, later in reversed(found[holder + 1 :]):
-            dropped += count_records(later.read_bytes(), SEGMENT_HEADER_SIZE, later_first)
+            later_data = later.read_bytes()
+            dropped += count_records(
+                later_data, SEGMENT_HEADER_SIZE, later_first, _version_of(later_data)
+            )
             later.unlink()
             os.fsync(dir_fd)
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
@@ -135,6 +146,19 @@ def truncate_at(directory: Path, lsn: int) -> int:
         return dropped
     finally:
         os.close(dir_fd)
+
+
+def _version_of(data: bytes) -> int:
+    """The record layout a segment's header names, for counting what is dropped.
+
+    Best effort, like the count: a header too damaged to say is taken for the
+    current layout.
+    """
+    if len(data) >= SEGMENT_HEADER_SIZE:
+        version = int.from_bytes(data[_VERSION_AT : _VERSION_AT + 2], "big")
+        if version in READABLE_VERSIONS:
+            return version
+    return FORMAT_VERSION
 
 
 def _cut_offset(data: bytes, path: Path, first: int, lsn: int, *, is_last: bool) -> int | None:
@@ -163,9 +187,11 @@ def _cut_offset(data: bytes, path: Path, first: int, lsn: int, *, is_last: bool)
         if is_last:
             return None  # the log ends (perhaps torn) before lsn
         raise WalCorruption(path, scan.end, whole_until, f"segment ends before LSN {lsn}")
+    # A damaged header was refused above (its LSN is the first), so this one reads.
+    version = decode_segment_header(data, path=path, name_lsn=first).version
     offset = SEGMENT_HEADER_SIZE
     for _ in range(lsn - first):
-        result = decode_record(data, offset)
+        result = decode_record(data, offset, version=version)
         assert not isinstance(result, Incomplete)  # the scan found these whole
         offset = result[1]
     return None if is_last and offset == len(data) else offset

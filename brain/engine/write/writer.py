@@ -1,12 +1,22 @@
 """The one writer: a thread that plans, logs, syncs and applies writes in batches.
 
-Every write of the database goes through :meth:`Writer.submit`. The thread
-takes whatever is queued (up to :data:`MAX_BATCH`) and, inside one LMDB write
-transaction, plans each job against the current state (which includes the
-jobs before it in the batch), applies its changes, and collects its WAL
-record. Then it appends the batch's records, makes them durable with one
-fsync (group commit), records ``applied_lsn`` and commits LMDB once. Only
-then are the jobs answered: an answer means the write is in the WAL on disk.
+Every write of the database goes through :meth:`Writer.submit`, which names
+the namespace it is for. The thread draws a batch from what is queued and,
+inside one LMDB write transaction, plans each job against the current state
+(which includes the jobs before it in the batch), applies its changes, and
+collects its WAL record. Then it appends the batch's records, makes them
+durable with one fsync (group commit), records ``applied_lsn`` and commits
+LMDB once. Only then are the jobs answered: an answer means the write is in
+the WAL on disk.
+
+Fairness between tenants (spec/05-durability.md §1): the jobs wait in one lane
+per namespace (:mod:`brain.engine.write.lanes`) and a batch draws them
+round-robin, so every namespace with a job waiting has one planned before any
+has a second. A batch holds at most :data:`MAX_BATCH` jobs, and once its
+planning has run :data:`MAX_BATCH_PLAN_S` while more than one namespace is in
+it or waiting, it takes no more: a quiet namespace's job is planned in the
+batch being drawn when it arrives or in the next, never behind hundreds of a
+busy one's. Within a namespace, jobs are planned in the order submitted.
 
 Failure rules (spec/05-durability.md §6): a failed WAL fsync aborts the LMDB
 transaction, fails the batch with ``UNAVAILABLE`` and turns the writer
@@ -21,7 +31,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -32,18 +42,37 @@ from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
 from brain.engine.write.clock import RecordClock
+from brain.engine.write.lanes import Lane, Lanes
 from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, encode_plan
 from brain.engine.write.transactions import IdSource
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.errors import BrainError, Internal, StorageFault, Unavailable
 
-__all__ = ["MAX_BATCH", "Failed", "Outcome", "PlanContext", "Replay", "Writer", "staged"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_PLAN_S",
+    "Failed",
+    "Outcome",
+    "PlanContext",
+    "Replay",
+    "Writer",
+    "staged",
+]
 
 log = logging.getLogger("brain.engine")
 
 MAX_BATCH: Final = 512
 """Jobs per group commit: large enough to amortise an fsync over many clients,
 small enough that one batch's LMDB transaction stays short."""
+
+MAX_BATCH_PLAN_S: Final = 0.005
+"""Planning time after which a batch that more than one namespace shares (in it or
+waiting) takes no more jobs. Every namespace's writes wait for the whole batch
+they are in to be planned and synced, so this bounds what a busy tenant adds to
+a quiet one's latency: about one ordinary write's own time (a few milliseconds),
+where 0.1 s let a busy tenant's batch multiply a quiet one's ENCODE latency
+twenty-five times. A batch of one namespace alone is not cut: nobody waits on it,
+and its group commit still takes up to :data:`MAX_BATCH` jobs per fsync."""
 
 MAX_GROW_ATTEMPTS: Final = 8
 """Map doublings tried for one batch before giving up with UNAVAILABLE."""
@@ -72,6 +101,11 @@ class PlanContext:
     """The key id of whoever sent the write (for the audit log)."""
     resolution: Resolution = DEFAULT_RESOLUTION
     """How names resolve (the operator's ``[entities]`` settings)."""
+    planning: int = 0
+    """Which planning of a batch this is: numbered afresh each time a batch is planned
+    (again after the map grew too), so a planner that keeps state for its batch until
+    the batch is final (a transaction's buffered writes) tells its own from that of
+    a planning that was thrown away."""
 
 
 @contextlib.contextmanager
@@ -115,6 +149,7 @@ PlanFn = Callable[[PlanContext], Outcome]
 class _Job:
     plan: PlanFn
     future: Future[bytes]
+    lane: Lane
 
 
 @dataclass(slots=True)
@@ -126,6 +161,12 @@ class _Maintenance:
 
 
 _STOP: Final = object()
+
+_Planning = tuple[
+    list[bytes | BrainError], list[WalRecord], list[tuple[int, Plan]], list[Callable[[], None]]
+]
+"""A batch planned: each job's answer or error, the WAL records, the plans by LSN,
+and the side effects to run once the batch is final."""
 
 
 class Writer:
@@ -152,7 +193,13 @@ class Writer:
         self._wal = wal
         self._clock = clock
         self._on_applied = on_applied
+        # Submissions arrive here from any thread; the writer thread moves them into
+        # its lanes (jobs) and its maintenance list as it draws batches.
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._lanes: Lanes[_Job] = Lanes()
+        self._maintenance: list[_Maintenance] = []
+        self._stopping = False
+        self._plannings = 0
         self._thread = threading.Thread(target=self._loop, name="brain-writer", daemon=True)
         self.applied_lsn = applied_lsn
         self.durable_lsn = applied_lsn
@@ -185,13 +232,15 @@ class Writer:
         """Start the writer thread."""
         self._thread.start()
 
-    def submit(self, plan: PlanFn) -> Future[bytes]:
-        """Queue a write; the future resolves to its answer payload or a BrainError."""
+    def submit(self, plan: PlanFn, namespace: str | None = None) -> Future[bytes]:
+        """Queue a write of ``namespace`` (None: the engine's own work); the future
+        resolves to its answer payload or a BrainError. Jobs of one namespace are
+        planned in the order submitted."""
         future: Future[bytes] = Future()
         if self.read_only:
             future.set_exception(self._read_only_error())
         else:
-            self._queue.put(_Job(plan, future))
+            self._queue.put(_Job(plan, future, namespace))
         return future
 
     def request_checkpoint(self) -> Future[object]:
@@ -200,7 +249,8 @@ class Writer:
 
     def between_batches(self, work: Callable[[], object]) -> Future[object]:
         """Run ``work`` on the writer thread between two batches (no write transaction
-        open, no write interleaving); the future holds its result or exception."""
+        open, no write interleaving), after the batch drawn when it arrives; the
+        future holds its result or exception."""
         future: Future[object] = Future()
         self._queue.put(_Maintenance(work, future))
         return future
@@ -213,7 +263,8 @@ class Writer:
             self._checkpoint_locked()
 
     def stop(self) -> None:
-        """Finish queued writes, checkpoint, and stop the thread."""
+        """Finish the writes queued before it, checkpoint, and stop the thread (later
+        ones answer UNAVAILABLE)."""
         if self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join()
@@ -226,52 +277,86 @@ class Writer:
 
     def _loop(self) -> None:
         while True:
-            try:
-                # Wake up now and then even when idle, so checkpoints and sweeps still run.
-                first = self._queue.get(timeout=CHECKPOINT_INTERVAL_S)
-            except queue.Empty:
-                self._maybe_checkpoint()
-                self._idle()
+            if not self._lanes and not self._maintenance:
+                if self._stopping:
+                    break
+                try:
+                    # Wake up now and then even when idle, so checkpoints and sweeps still run.
+                    item = self._queue.get(timeout=CHECKPOINT_INTERVAL_S)
+                except queue.Empty:
+                    self._maybe_checkpoint()
+                    self._idle()
+                    continue
+                self._accept(item)
                 continue
-            if first is _STOP:
-                break
-            batch, stop_after = self._take_batch(first)
-            self._serve(batch)
+            self._serve()
             self._maybe_checkpoint()
             self._idle()
-            if stop_after:
-                break
         self._drain_after_stop()
         if not self.read_only:
             self.checkpoint()
 
-    def _take_batch(self, first: object) -> tuple[list[object], bool]:
-        """``first`` and whatever else is queued behind it, up to :data:`MAX_BATCH`
-        items; True when a stop came in (it ends the batch, which is still served)."""
-        batch = [first]
-        while len(batch) < MAX_BATCH:
+    def _accept(self, item: object) -> None:
+        """Take one submission into the lanes or the maintenance list; a stop ends
+        the intake (what was submitted before it is still served)."""
+        if item is _STOP:
+            self._stopping = True
+        elif isinstance(item, _Job):
+            self._lanes.add(item.lane, item)
+        elif isinstance(item, _Maintenance):
+            self._maintenance.append(item)
+
+    def _pull(self) -> None:
+        """Take in everything submitted so far, up to a stop."""
+        while not self._stopping:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                break
-            if item is _STOP:
-                return batch, True
-            batch.append(item)
-        return batch, False
+                return
+            self._accept(item)
 
-    def _serve(self, batch: list[object]) -> None:
-        """The batch's writes as one group commit, then its maintenance work, run with
-        no write transaction open."""
-        jobs = [job for job in batch if isinstance(job, _Job)]
-        maintenance = [item for item in batch if isinstance(item, _Maintenance)]
+    def _draw(self, jobs: list[_Job]) -> Generator[_Job, None, None]:
+        """The batch's jobs, round-robin across the lanes, each appended to ``jobs``
+        as it is handed out; it ends at :data:`MAX_BATCH` jobs, when no job waits, or
+        once planning has run :data:`MAX_BATCH_PLAN_S` in a batch lanes share.
+        Lazy, so that what arrives while the batch is planned can still join it."""
+        started = time.monotonic()
+        served: set[Lane] = set()
+        while len(jobs) < MAX_BATCH:
+            self._pull()
+            if (
+                jobs
+                and time.monotonic() - started >= MAX_BATCH_PLAN_S
+                and self._lanes.shared(served)
+            ):
+                return
+            picked = self._lanes.take()
+            if picked is None:
+                return
+            lane, job = picked
+            if not job.future.set_running_or_notify_cancel():
+                # Its caller gave up (a connection closed) before it was planned:
+                # nothing was acknowledged, so it is dropped. Once running, its
+                # future cannot be cancelled, so answering the batch cannot fail.
+                continue
+            served.add(lane)
+            jobs.append(job)
+            yield job
+
+    def _serve(self) -> None:
+        """One batch of writes as one group commit, then the maintenance work taken
+        in by the end of its draw, run with no write transaction open."""
+        jobs: list[_Job] = []
+        self._pull()
         try:
-            if jobs:
+            if self._lanes:
                 self._run(jobs)
         except Exception:  # a bug: fail the batch, keep serving
             log.exception("writer batch failed")
             for job in jobs:
                 if not job.future.done():
                     job.future.set_exception(Internal("the writer failed; see the server log"))
+        maintenance, self._maintenance = self._maintenance, []
         for item in maintenance:
             try:
                 item.future.set_result(item.run())
@@ -288,13 +373,17 @@ class Writer:
             log.exception("idle maintenance failed")
 
     def _drain_after_stop(self) -> None:
+        waiting: list[_Job | _Maintenance] = [*self._lanes.drain(), *self._maintenance]
+        self._maintenance = []
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return
+                break
             if isinstance(item, _Job | _Maintenance):
-                item.future.set_exception(Unavailable("the database is closing"))
+                waiting.append(item)
+        for item in waiting:
+            item.future.set_exception(Unavailable("the database is closing"))
 
     def _read_only_error(self) -> Unavailable:
         return Unavailable(
@@ -307,30 +396,15 @@ class Writer:
                 job.future.set_exception(error)
 
     def _run(self, jobs: list[_Job]) -> None:
+        """Draw a batch into ``jobs``, plan, log, sync, apply and answer it."""
         if self.read_only:
+            jobs += self._lanes.drain()
             self._fail_all(jobs, self._read_only_error())
             return
-        # Planning is free of side effects (they wait in ``after``), so after
-        # MDB_MAP_FULL the whole batch can be planned again on a bigger map.
-        for _ in range(MAX_GROW_ATTEMPTS):
-            txn = self._store.write()
-            try:
-                results, records, plans, afters = self._plan(txn, jobs)
-            except lmdb.MapFullError:
-                txn.abort()
-                try:
-                    self._store.grow()
-                except Unavailable as exc:
-                    self._fail_all(jobs, exc)
-                    return
-                continue
-            except BaseException:
-                txn.abort()
-                raise
-            break
-        else:
-            self._fail_all(jobs, Unavailable("the store's map could not grow enough for a batch"))
+        planned = self._plan_batch(jobs)
+        if planned is None:
             return
+        txn, (results, records, plans, afters) = planned
         if not records:
             txn.abort()
             self._finish(jobs, results, afters)
@@ -367,6 +441,31 @@ class Writer:
                 log.exception("updating derived indexes failed")
         self._finish(jobs, results, afters)
 
+    def _plan_batch(self, jobs: list[_Job]) -> tuple[lmdb.Transaction, _Planning] | None:
+        """Draw the batch into ``jobs`` and plan it in a new write transaction; None
+        when the map could not grow enough for it (its jobs are then answered)."""
+        draw = self._draw(jobs)
+        # Planning is free of side effects (they wait in ``after``), so after
+        # MDB_MAP_FULL the whole batch can be planned again on a bigger map: the
+        # jobs drawn so far, the batch from then on.
+        for attempt in range(MAX_GROW_ATTEMPTS):
+            txn = self._store.write()
+            try:
+                return txn, self._plan(txn, draw if attempt == 0 else list(jobs))
+            except lmdb.MapFullError:
+                draw.close()
+                txn.abort()
+                try:
+                    self._store.grow()
+                except Unavailable as exc:
+                    self._fail_all(jobs, exc)
+                    return None
+            except BaseException:
+                txn.abort()
+                raise
+        self._fail_all(jobs, Unavailable("the store's map could not grow enough for a batch"))
+        return None
+
     def _commit(
         self, txn: lmdb.Transaction, plans: list[tuple[int, Plan]], last: WalRecord
     ) -> None:
@@ -390,23 +489,23 @@ class Writer:
                 retry.abort()
         raise lmdb.MapFullError("the map could not grow enough for a logged batch")
 
-    def _plan(
-        self, txn: lmdb.Transaction, jobs: list[_Job]
-    ) -> tuple[
-        list[bytes | BrainError],
-        list[WalRecord],
-        list[tuple[int, Plan]],
-        list[Callable[[], None]],
-    ]:
+    def _plan(self, txn: lmdb.Transaction, jobs: Iterable[_Job]) -> _Planning:
+        """Plan ``jobs`` in order in ``txn``, applying each plan so the next sees it."""
         results: list[bytes | BrainError] = []
         records: list[WalRecord] = []
         plans: list[tuple[int, Plan]] = []
         afters: list[Callable[[], None]] = []
         next_lsn = self._wal.next_lsn
+        self._plannings += 1
         for job in jobs:
             record_time = self._clock.tick()
             context = PlanContext(
-                self._store, txn, next_lsn, record_time, resolution=self._resolution
+                self._store,
+                txn,
+                next_lsn,
+                record_time,
+                resolution=self._resolution,
+                planning=self._plannings,
             )
             try:
                 outcome = job.plan(context)

@@ -170,6 +170,11 @@ class Coverage(Message):
     as_of: Nanos | None = None
     valid_at: Nanos | None = None
     min_confidence: Confidence | None = None
+    embed_backlog: UInt | None = None
+    """Entries of the scope's ``embed_queue`` in the answer's snapshot, counted up to
+    1,000: documents the search could not see in the vector index yet (nor, for a
+    statement an entity's rename re-indexes, by its new words); absent when none
+    (spec/04-retrieval.md §3, §6)."""
 
 
 @wire_message

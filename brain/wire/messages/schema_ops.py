@@ -1,7 +1,8 @@
-"""The space's vocabulary: SCHEMA_PUT and SCHEMA_GET (spec/02-data-model.md §6, spec/03-time.md §4).
+"""The vocabulary: SCHEMA_PUT and SCHEMA_GET (spec/02-data-model.md §6, spec/03-time.md §4).
 
 Predicates and relation types not declared are open vocabulary: not stateful,
-many-to-many.
+many-to-many. Without ``space`` both name the namespace's schema, in force in
+every space that has none of its own; with ``space``, that space's.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ vocabulary of thousands is already large."""
 
 Cardinality = Annotated[str, Choice(("many_to_many", "many_to_one", "one_to_many", "one_to_one"))]
 """How many current relations of a type each end may have."""
+
+SchemaScope = Annotated[str, Choice(("namespace", "space"))]
+"""Which schema SCHEMA_GET answers: the namespace's, or the space's own."""
 
 
 @wire_message
@@ -73,7 +77,8 @@ def _declared_once(put: SchemaPut) -> None:
 
 @wire_message
 class SchemaPut(ScopedRequest):
-    """SCHEMA_PUT: declare predicates, relation types and entity types."""
+    """SCHEMA_PUT: declare predicates, relation types and entity types, in the
+    namespace's schema (no ``space``) or in the space's own."""
 
     predicates: Annotated[tuple[PredicateDecl, ...], Len(0, MAX_SCHEMA_ENTRIES)] | None = None
     relation_types: RelationTypeDecls | None = None
@@ -84,21 +89,23 @@ class SchemaPut(ScopedRequest):
 
 @wire_message
 class SchemaPutOk(Message):
-    """The answer to SCHEMA_PUT: the schema's new version."""
+    """The answer to SCHEMA_PUT: the new version of the schema it declared in."""
 
     version: UInt
 
 
 @wire_message
 class SchemaGet(ScopedRequest):
-    """SCHEMA_GET: the current schema."""
+    """SCHEMA_GET: the namespace's schema (no ``space``), or the one in force in the space."""
 
 
 @wire_message
 class Schema(Message):
-    """The answer to SCHEMA_GET: every declaration and the schema's version."""
+    """The answer to SCHEMA_GET: every declaration, the schema's version, and whose
+    schema it is (``namespace``, or ``space`` for the space's own)."""
 
     predicates: tuple[PredicateDecl, ...]
     relation_types: tuple[RelationTypeDecl, ...]
     entity_types: tuple[Name, ...]
     version: UInt
+    scope: SchemaScope

@@ -116,7 +116,10 @@ def _copy(source: Database, target: Database, batch: int = 7) -> int:
         for r in rows
     ]
     for start in range(0, len(parsed), batch):
-        target.import_rows(head, parsed[start : start + batch])
+        target.import_rows(head, parsed[start : start + batch], start)
+    named = trailer["scopes"]
+    assert isinstance(named, list)
+    target.finish_import(head, len(parsed), [bytes.fromhex(str(scope)) for scope in named])
     return len(parsed)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final
 
+import crc32c
 import pytest
 
 from brain import cbor
@@ -18,8 +21,13 @@ from brain.engine.wal.format import (
     MAX_LSN,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    SEGMENT_MAGIC,
+    V1_RECORD_HEADER_SIZE,
+    SegmentScan,
     encode_segment_header,
+    scan_segment,
 )
+from brain.errors import WalCorruption
 from brain.wire.messages.control import ErrorMessage, Ping
 from brain.wire.opcodes import ERROR_OPCODE, Opcode
 from brain.wire.registry import MESSAGES, STREAM_ENDS
@@ -109,6 +117,28 @@ def test_wal_seeds_are_real_segments_of_the_current_format() -> None:
     # The whole segments must scan sound, or the seeds teach the fuzzer nothing past the header.
     WAL._check_segment(seeds["segment_0"], is_last=False)
     WAL._check_segment(seeds["segment_1"], is_last=True)
+    damaged = seeds["segment_damaged_header"]
+    with pytest.raises(WalCorruption, match="record header CRC mismatch"):
+        scan_segment(
+            damaged,
+            path="<seed>",
+            name_lsn=WAL._name_lsn(damaged),
+            expected_first_lsn=None,
+            is_last=True,
+        )
+
+
+def test_version_1_seeds_are_sound_version_1_segments() -> None:
+    # Kept from the layout before the record header had its own CRC, which the log still reads.
+    for name in ("v1_segment_0", "v1_segment_1"):
+        data = WAL_CORPUS[name]
+        assert data[8:10] == b"\x00\x01", name
+        WAL._check_segment(data, is_last=False)
+    torn = WAL_CORPUS["v1_segment_torn_tail"]
+    scan = scan_segment(
+        torn, path="<seed>", name_lsn=WAL._name_lsn(torn), expected_first_lsn=None, is_last=True
+    )
+    assert scan.torn is not None and scan.version == 1
 
 
 def test_payload_target_reports_foreign_exceptions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,25 +167,96 @@ def test_wal_target_reports_foreign_exceptions(monkeypatch: pytest.MonkeyPatch) 
         check_wal(WAL_CORPUS["plan_payload"])
 
 
-def test_reseal_makes_a_damaged_crc_whole_again() -> None:
-    segment = WAL_CORPUS["segment_0"]
+@pytest.mark.parametrize("name", ["segment_0", "v1_segment_0"])
+def test_reseal_makes_a_damaged_crc_whole_again(name: str) -> None:
+    segment = WAL_CORPUS[name]
     damaged = bytearray(segment)
     damaged[SEGMENT_HEADER_SIZE - 1] ^= 0xFF  # the header CRC no longer holds
     damaged[-1] ^= 0xFF  # last payload byte: the last record's CRC no longer holds
     resealed = WAL.reseal(bytes(damaged))
     assert resealed[:SEGMENT_HEADER_SIZE] == segment[:SEGMENT_HEADER_SIZE]
-    assert resealed[-1] == damaged[-1]  # the payload is kept; only its record's CRC changed
+    assert resealed[-1] == damaged[-1]  # the payload is kept; only its record's CRCs changed
     WAL._check_segment(resealed, is_last=False)  # every CRC holds again: it scans sound
 
 
+def test_reseal_seals_the_header_of_a_record_cut_short() -> None:
+    # So the fuzzer reaches the torn-tail rules behind a version-2 header's own CRC.
+    segment = WAL_CORPUS["segment_torn_tail"]
+    lsn = WAL._name_lsn(segment)
+    tail = scan_segment(segment, path="<seed>", name_lsn=lsn, expected_first_lsn=None, is_last=True)
+    assert tail.torn is not None and len(segment) - tail.end >= RECORD_HEADER_SIZE
+    damaged = bytearray(segment)
+    damaged[tail.end + 24] ^= 0x80  # the torn record's kind: its header CRC no longer holds
+    with pytest.raises(WalCorruption, match="header CRC mismatch"):
+        scan_segment(
+            bytes(damaged), path="<seed>", name_lsn=lsn, expected_first_lsn=None, is_last=True
+        )
+    resealed = WAL.reseal(bytes(damaged))
+    with pytest.raises(WalCorruption, match="unknown record kind"):
+        scan_segment(resealed, path="<seed>", name_lsn=lsn, expected_first_lsn=None, is_last=True)
+
+
+def test_wal_target_reports_a_damaged_header_taken_for_a_torn_tail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A scan that forgot the header CRC would call this segment torn at its last record.
+    segment = WAL_CORPUS["segment_damaged_header"]
+    real = scan_segment
+
+    def lenient(
+        data: bytes,
+        *,
+        path: Path | str,
+        name_lsn: int,
+        expected_first_lsn: int | None,
+        is_last: bool,
+    ) -> SegmentScan:
+        def scan(part: bytes) -> SegmentScan:
+            return real(
+                part,
+                path=path,
+                name_lsn=name_lsn,
+                expected_first_lsn=expected_first_lsn,
+                is_last=is_last,
+            )
+
+        try:
+            return scan(data)
+        except WalCorruption as exc:
+            if data != segment or "header CRC" not in exc.reason:
+                raise
+            return dataclasses.replace(scan(data[: exc.offset]), size=len(data), torn="torn")
+
+    monkeypatch.setattr(WAL, "scan_segment", lenient)
+    with pytest.raises(AssertionError, match="damaged record header passed as a torn tail"):
+        check_wal(segment)
+
+
 # Inputs the campaigns found: each was a bug, and stays here so it cannot come back.
-_MAX_LSN_HEADER: Final = encode_segment_header(MAX_LSN, 0)
+# They were found in the version-1 layout and are kept in it, and also given in version 2.
+def _v1_segment_header(first_lsn: int) -> bytes:
+    body = struct.pack(">8sHHQQ", SEGMENT_MAGIC, 1, 0, first_lsn, 0)
+    return body + crc32c.crc32c(body).to_bytes(4, "big")
+
+
+_MAX_LSN_HEADER: Final = _v1_segment_header(MAX_LSN)
 _TORN_RECORD_AT_MAX_LSN: Final = _MAX_LSN_HEADER + (
     bytes(4) + (10).to_bytes(4, "big") + MAX_LSN.to_bytes(8, "big") + bytes(8) + b"\x00\x01\x00\x00"
 )
 """A last segment whose only record, LSN 2**64 - 1, is torn: recovery must call it a torn tail."""
-_DAMAGED_RECORD_AT_MAX_LSN: Final = _MAX_LSN_HEADER + b"\x01" * RECORD_HEADER_SIZE
+_DAMAGED_RECORD_AT_MAX_LSN: Final = _MAX_LSN_HEADER + b"\x01" * V1_RECORD_HEADER_SIZE
 """A segment at LSN 2**64 - 1 with a damaged record: ``count_records`` must count it."""
+_V2_MAX_LSN_HEADER: Final = encode_segment_header(MAX_LSN, 0)
+_V2_TORN_RECORD_AT_MAX_LSN: Final = WAL.reseal(
+    _V2_MAX_LSN_HEADER
+    + bytes(4)
+    + (10).to_bytes(4, "big")
+    + MAX_LSN.to_bytes(8, "big")
+    + bytes(8)
+    + b"\x00\x01\x00\x00"
+    + bytes(4)
+)
+"""The same in version 2: a sealed header whose payload runs past the end."""
 _CAMPAIGN_FIND: Final = bytes.fromhex(
     "42524e57414c0001000100" + "ff" * 61 + "00010000000000425279797900007979796900"
 )
@@ -165,7 +266,17 @@ REGRESSIONS: Final = {
     "wal_torn_record_at_max_lsn": _TORN_RECORD_AT_MAX_LSN,
     "wal_damaged_record_at_max_lsn": _DAMAGED_RECORD_AT_MAX_LSN,
     "wal_campaign_find_max_lsn": _CAMPAIGN_FIND,
+    "wal_v2_torn_record_at_max_lsn": _V2_TORN_RECORD_AT_MAX_LSN,
+    "wal_v2_damaged_record_at_max_lsn": _V2_MAX_LSN_HEADER + b"\x01" * RECORD_HEADER_SIZE,
 }
+
+
+def test_the_torn_record_at_max_lsn_is_a_torn_tail_in_both_layouts() -> None:
+    for data in (_TORN_RECORD_AT_MAX_LSN, _V2_TORN_RECORD_AT_MAX_LSN):
+        scan = scan_segment(
+            data, path="<regression>", name_lsn=MAX_LSN, expected_first_lsn=None, is_last=True
+        )
+        assert scan.torn is not None and scan.end == SEGMENT_HEADER_SIZE
 
 
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))

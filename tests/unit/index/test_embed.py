@@ -304,7 +304,7 @@ def run_callers(
     for thread in threads[1:]:
         thread.start()
     deadline = time.monotonic() + 10.0
-    while len(batcher._pending) < len(requests) - 1:  # the others are all queued
+    while sum(batcher.queued()) < len(requests) - 1:  # the others are all queued
         assert time.monotonic() < deadline, "callers never queued"
         time.sleep(0.001)
     gated.gate.set()

@@ -146,5 +146,13 @@ def test_every_postings_write_moves_the_terms_version(db: Database) -> None:
     assert version() == start + 1
     _encode(db, "beta only")
     assert version() == start + 1
-    db.execute(NS, Opcode.FORGET, Forget(request_id=rid(), memory=made, mode="hard"))
+    kept = _encode(db, "alpha kept")
     assert version() == start + 2
+    db.execute(NS, Opcode.FORGET, Forget(request_id=rid(), memory=made, mode="hard"))
+    assert version() == start + 3
+    # The last posting gone, the row goes; indexed again, the term starts above
+    # every version it had, so no cached postings of before can match.
+    db.execute(NS, Opcode.FORGET, Forget(request_id=rid(), memory=kept, mode="hard"))
+    assert version() == 0
+    _encode(db, "alpha again")
+    assert version() > start + 4

@@ -303,7 +303,7 @@ def test_a_rename_while_the_indexer_reads_is_not_lost(tmp_path: Path) -> None:
     indexer = db.retrieval.indexer
     indexer.close()
     rename(db, acme, "Initech")
-    _, entries = indexer._read_queue()  # the indexer reads the text with "Initech"
+    entries = indexer._read_queue().entries  # the indexer reads the text with "Initech"
     rename(db, acme, "Globex")  # ... and a second rename lands before its write
     outcome = _Applied()
     dims = db.retrieval.embedder.dimensions

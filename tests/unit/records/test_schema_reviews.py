@@ -89,8 +89,11 @@ def test_schema_put_and_get(db: Database) -> None:
     assert got.predicates == (PredicateDecl(name="lives_in", stateful=True),)
     assert got.relation_types[0].cardinality == "one_to_many"
     assert got.entity_types == ("person",)
+    # Declared without a space: the namespace's, in force in every space.
     other = db.execute(NS, Opcode.SCHEMA_GET, SchemaGet(space="elsewhere"))
-    assert isinstance(other, Schema) and other.version == 0
+    assert isinstance(other, Schema) and other == got and other.scope == "namespace"
+    elsewhere = db.execute("elsewhere", Opcode.SCHEMA_GET, SchemaGet())
+    assert isinstance(elsewhere, Schema) and elsewhere.version == 0
 
 
 def test_schema_put_that_changes_nothing_writes_nothing(db: Database) -> None:

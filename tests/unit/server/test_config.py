@@ -18,6 +18,7 @@ def test_defaults() -> None:
     assert config.server.admin_host == "127.0.0.1"
     assert config.server.data_dir == "./brain-data"
     assert config.server.max_frame == (1 << 24) - 1
+    assert config.server.max_connections_per_peer == 256
 
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
@@ -44,6 +45,7 @@ def test_brain_data_env(tmp_path: Path) -> None:
         ('[server]\nport = "x"\n', "must be an integer"),
         ("[server]\nport = 70000\n", "TCP port"),
         ("[server]\nmax_frame = 0\n", "max_frame"),
+        ("[server]\nmax_connections_per_peer = 0\n", "max_connections_per_peer must be"),
         ('[log]\nlevel = "loud"\n', "log.level"),
         ("port = 1\n", "[section] table"),
         ("[server\n", "not valid TOML"),

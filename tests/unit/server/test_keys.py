@@ -52,6 +52,24 @@ def test_delete_and_list(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_revocation_is_remembered_and_announced(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path)
+    try:
+        _, gone = store.create_key("ns", frozenset({Permission.READ}), via="cli")
+        _, kept = store.create_key("ns", frozenset({Permission.READ}), via="cli")
+        heard: list[bytes] = []
+        store.on_revoked(heard.append)
+        assert not store.is_revoked(gone.key_id)
+        store.delete_key(gone.key_id, via="admin")
+        assert store.is_revoked(gone.key_id) and not store.is_revoked(kept.key_id)
+        assert heard == [gone.key_id]
+        with pytest.raises(NotFound):
+            store.delete_key(gone.key_id, via="admin")
+        assert heard == [gone.key_id]
+    finally:
+        store.close()
+
+
 def test_bad_namespace_and_permissions(tmp_path: Path) -> None:
     store = KeyStore(tmp_path)
     try:

@@ -1,7 +1,8 @@
 """The write-ahead log: golden bytes, round trips, rotation, torn tails, corruption, fsync faults.
 
-spec/05-durability.md §11 tests 1-3 and 7 at the WAL level. Most tests inject an fsync
-that does nothing, so the sweeps stay fast; the round trip uses the real one.
+spec/05-durability.md §11 tests 1-3 and 7 at the WAL level, and the reading of version-1
+segments (§3.7). Most tests inject an fsync that does nothing, so the sweeps stay fast;
+the round trip uses the real one.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import errno
 import hashlib
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,7 +35,10 @@ from brain.engine.wal import (
     verify,
 )
 from brain.engine.wal.format import (
+    FORMAT_VERSION,
+    RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    SEGMENT_MAGIC,
     Incomplete,
     encode_segment_header,
     parse_segment_name,
@@ -114,10 +119,11 @@ def offsets_in(path: Path) -> dict[int, int]:
     data = path.read_bytes()
     first = parse_segment_name(path.name)
     assert first is not None
+    version = int.from_bytes(data[8:10], "big")
     offsets = {}
     offset = SEGMENT_HEADER_SIZE
     while offset < len(data):
-        result = decode_record(data, offset)
+        result = decode_record(data, offset, version=version)
         assert not isinstance(result, Incomplete)
         offsets[result[0].lsn] = offset
         offset = result[1]
@@ -132,25 +138,75 @@ def flip_bit(path: Path, offset: int, bit: int) -> None:
 
 
 def reseal(frame: bytes) -> bytes:
-    """Recompute a record's CRC, so a crafted field meets the check aimed at it."""
-    return crc32c.crc32c(frame[4:]).to_bytes(4, "big") + frame[4:]
+    """Recompute a record's header CRC, so a crafted field meets the check aimed at it."""
+    return crc32c.crc32c(frame[4:RECORD_HEADER_SIZE]).to_bytes(4, "big") + frame[4:]
+
+
+# Version 1, written here from its description in spec/05-durability.md §3.7 (the log
+# itself only reads it), so that the reading of old data directories is tested.
+_V1_RECORD: Final = struct.Struct(">IIQqHH")
+
+
+def encode_v1_record(record: WalRecord) -> bytes:
+    """A record in the version-1 layout: one CRC over the rest of the header and the payload."""
+    body = _V1_RECORD.pack(0, len(record.payload), record.lsn, record.record_time, record.kind, 0)
+    crc = crc32c.crc32c(record.payload, crc32c.crc32c(body[4:]))
+    return crc.to_bytes(4, "big") + body[4:] + record.payload
+
+
+def encode_v1_segment_header(first_lsn: int, created_ns: int) -> bytes:
+    """A segment header saying version 1."""
+    body = struct.pack(">8sHHQQ", SEGMENT_MAGIC, 1, 0, first_lsn, created_ns)
+    return body + crc32c.crc32c(body).to_bytes(4, "big")
+
+
+def write_v1_segment(directory: Path, first_lsn: int, records: list[WalRecord]) -> Path:
+    """A version-1 segment holding ``records`` (whose LSNs start at ``first_lsn``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / segment_name(first_lsn)
+    frames = b"".join(encode_v1_record(r) for r in records)
+    path.write_bytes(encode_v1_segment_header(first_lsn, BASE_TIME) + frames)
+    return path
 
 
 # --- the byte layout ------------------------------------------------------------------
 
 GOLDEN_RECORD: Final = bytes.fromhex(
-    "f189eb68 00000005 0000000000000007 17979cfe3d85cd15 0002 0000 68656c6c6f"
+    "4d7caaa6 00000005 0000000000000007 17979cfe3d85cd15 0002 0000 9a71bb4c 68656c6c6f"
 )
 GOLDEN_HEADER: Final = bytes.fromhex(
+    "42524e57414c0001 0002 0000 0000000000000007 17979cfe362a0000 ea91defb"
+)
+GOLDEN_V1_RECORD: Final = bytes.fromhex(
+    "f189eb68 00000005 0000000000000007 17979cfe3d85cd15 0002 0000 68656c6c6f"
+)
+GOLDEN_V1_HEADER: Final = bytes.fromhex(
     "42524e57414c0001 0001 0000 0000000000000007 17979cfe362a0000 24307d23"
 )
+"""Version 1's golden vectors, as spec/05-durability.md §3.7 still gives them."""
 
 
 def test_record_is_encoded_byte_exact() -> None:
     record = WalRecord(7, 1_700_000_000_123_456_789, 2, b"hello")
+    assert FORMAT_VERSION == 2
     assert encode_record(record) == GOLDEN_RECORD
-    assert int.from_bytes(GOLDEN_RECORD[:4], "big") == crc32c.crc32c(GOLDEN_RECORD[4:])
+    header = GOLDEN_RECORD[:RECORD_HEADER_SIZE]
+    assert int.from_bytes(header[:4], "big") == crc32c.crc32c(header[4:])
+    assert int.from_bytes(header[28:], "big") == crc32c.crc32c(b"hello")
     assert decode_record(GOLDEN_RECORD, 0) == (record, len(GOLDEN_RECORD))
+
+
+def test_version_1_records_still_decode() -> None:
+    record = WalRecord(7, 1_700_000_000_123_456_789, 2, b"hello")
+    assert encode_v1_record(record) == GOLDEN_V1_RECORD
+    assert encode_v1_segment_header(7, 1_700_000_000_000_000_000) == GOLDEN_V1_HEADER
+    assert decode_record(GOLDEN_V1_RECORD, 0, version=1) == (record, len(GOLDEN_V1_RECORD))
+    for size in range(len(GOLDEN_V1_RECORD)):
+        assert isinstance(decode_record(GOLDEN_V1_RECORD[:size], 0, version=1), Incomplete)
+    damaged = bytearray(GOLDEN_V1_RECORD)
+    damaged[-1] ^= 1
+    with pytest.raises(WalCorruption, match="record CRC mismatch"):
+        decode_record(bytes(damaged), 0, version=1)
 
 
 def test_segment_header_is_encoded_byte_exact() -> None:
@@ -361,12 +417,13 @@ def test_zero_filled_tail_is_a_torn_tail(tmp_path: Path) -> None:
 # --- 4. a flipped bit -----------------------------------------------------------------
 
 RECORD_PARTS: Final = {
-    "crc": range(4),
+    "header crc": range(4),
     "length": range(4, 8),
     "lsn": range(8, 16),
     "time": range(16, 24),
     "kind+reserved": range(24, 28),
-    "payload": range(28, 32),
+    "payload crc": range(28, 32),
+    "payload": range(32, 36),
 }
 
 
@@ -432,6 +489,83 @@ def test_a_flipped_bit_in_a_segment_header_refuses(tmp_path: Path) -> None:
             _assert_verify_and_truncate_repair(work, caught.value, first, records)
 
 
+@pytest.mark.parametrize("byte", range(RECORD_HEADER_SIZE))
+def test_a_flipped_bit_in_the_last_records_header_is_corruption_not_a_torn_tail(
+    tmp_path: Path, byte: int
+) -> None:
+    # A damaged length in the log's very last record points past the end of the file,
+    # as a torn append would; the header's own CRC tells the two apart.
+    source = tmp_path / "source"
+    records = write_log(source, 12)
+    (segment,) = sorted(source.iterdir())
+    lsn = len(records)
+    offset = offsets_in(segment)[lsn]
+    for bit in range(8):
+        work = copy_log(source, tmp_path / "work")
+        flip_bit(work / segment.name, offset + byte, bit)
+        before = digest(work)
+        with pytest.raises(WalCorruption) as caught:
+            WriteAheadLog.open(work, fsync=no_sync)
+        error = caught.value
+        assert (error.lsn, error.offset) == (lsn, offset), (bit, error)
+        assert Path(error.path).name == segment.name
+        assert "header CRC mismatch" in error.reason
+        assert digest(work) == before
+        _assert_verify_and_truncate_repair(work, error, lsn, records)
+
+
+def test_a_torn_tail_holding_an_applied_record_is_refused_not_cut(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    records = write_log(source, 10)
+    (segment,) = sorted(source.iterdir())
+    last = offsets_in(segment)[10]
+    sound = segment.read_bytes()
+    cases = {
+        "record cut short": sound[:-3],
+        "header cut short": sound[: last + RECORD_HEADER_SIZE - 1],
+        "zeros": sound[:last] + bytes(100),
+    }
+    for name, damaged in cases.items():
+        work = copy_log(source, tmp_path / "work")
+        (work / segment.name).write_bytes(damaged)
+        before = digest(work)
+        with WriteAheadLog.open(work, fsync=no_sync, defer_cut=True) as log:
+            assert list(log.read_from(1)) == records[:9], name
+            with pytest.raises(ValueError, match="torn tail"):
+                log.append(make_records(10, [b"too soon"]))
+            # The store applied LSN 10, so it was whole and synced: damage, not a torn append.
+            with pytest.raises(WalCorruption) as caught:
+                log.cut_torn_tail(10)
+            assert (caught.value.lsn, caught.value.offset) == (10, last), name
+            assert Path(caught.value.path).name == segment.name
+            assert "applied up to LSN 10" in str(caught.value)
+            assert digest(work) == before, name
+            assert log.torn_tail is None
+            # A store one record behind is the rollback a power loss may bring: a torn tail.
+            log.cut_torn_tail(9)
+            assert log.torn_tail is not None
+            assert (work / segment.name).stat().st_size == last
+            log.append(make_records(10, [b"again"]))
+            log.sync()
+        assert read_all(work) == [*records[:9], *make_records(10, [b"again"])]
+
+
+def test_a_torn_header_at_or_below_the_applied_lsn_is_refused(tmp_path: Path) -> None:
+    write_log(tmp_path, 5)
+    with WriteAheadLog.open(tmp_path, fsync=no_sync) as log:
+        log.rotate()
+        log.checkpoint(5)
+        (active,) = log.segments
+    active.write_bytes(b"BRN")
+    with WriteAheadLog.open(tmp_path, fsync=no_sync, defer_cut=True) as log:
+        with pytest.raises(WalCorruption, match="applied up to LSN 6") as caught:
+            log.cut_torn_tail(6)
+        assert (caught.value.lsn, caught.value.offset) == (6, 0)
+        assert active.read_bytes() == b"BRN"
+        log.cut_torn_tail(5)
+        assert active.stat().st_size == SEGMENT_HEADER_SIZE
+
+
 # --- 5. gaps and other corruption -----------------------------------------------------
 
 
@@ -455,7 +589,10 @@ def test_a_gap_inside_a_segment_is_corruption(tmp_path: Path) -> None:
     path.write_bytes(encode_segment_header(1, BASE_TIME) + b"".join(frames))
     with pytest.raises(WalCorruption, match="expected LSN 3, found 4") as caught:
         WriteAheadLog.open(tmp_path, fsync=no_sync)
-    assert (caught.value.lsn, caught.value.offset) == (3, SEGMENT_HEADER_SIZE + 2 * 29)
+    assert (caught.value.lsn, caught.value.offset) == (
+        3,
+        SEGMENT_HEADER_SIZE + len(frames[0]) + len(frames[1]),
+    )
 
 
 def test_a_torn_end_in_a_segment_that_is_not_last_is_corruption(tmp_path: Path) -> None:
@@ -561,3 +698,90 @@ def test_a_crash_keeps_a_prefix_holding_everything_synced(
         survived = read_all(directory)
         assert survived == appended[: len(survived)]
         assert len(survived) >= durable
+
+
+# --- 8. version-1 segments ------------------------------------------------------------
+
+
+def test_a_version_1_log_is_read_and_new_records_go_to_a_version_2_segment(
+    tmp_path: Path,
+) -> None:
+    old = make_records(1, [payload_for(lsn) for lsn in range(1, 8)])
+    first = write_v1_segment(tmp_path, 1, old[:4])
+    second = write_v1_segment(tmp_path, 5, old[4:])
+    assert verify(tmp_path).ok and verify(tmp_path).records == 7
+    assert read_all(tmp_path) == old  # reading changes nothing
+    assert sorted(tmp_path.iterdir()) == [first, second]
+    new = make_records(8, [b"eight", b"nine"])
+    with WriteAheadLog.open(tmp_path, fsync=no_sync) as log:
+        assert (log.first_lsn, log.next_lsn) == (1, 8)
+        log.append(new)
+        log.sync()
+        assert len(log.segments) == 3
+        current = log.segments[-1]
+        assert current.name == segment_name(8)
+        assert current.read_bytes()[8:10] == FORMAT_VERSION.to_bytes(2, "big")
+        assert second.read_bytes()[8:10] == b"\x00\x01"  # the old segment is left as it was
+    assert read_all(tmp_path) == old + new
+    with WriteAheadLog.open(tmp_path, fsync=no_sync) as log:
+        assert log.checkpoint(7) == [first, second]
+    assert read_all(tmp_path) == new
+
+
+def test_an_empty_version_1_active_segment_gets_a_current_header_in_place(
+    tmp_path: Path,
+) -> None:
+    write_v1_segment(tmp_path, 1, make_records(1, [b"a", b"b"]))
+    empty = write_v1_segment(tmp_path, 3, [])
+    with WriteAheadLog.open(tmp_path, fsync=no_sync) as log:
+        log.append(make_records(3, [b"c"]))
+        log.sync()
+        assert log.segments[-1] == empty
+    assert empty.read_bytes()[8:10] == FORMAT_VERSION.to_bytes(2, "big")
+    assert [r.payload for r in read_all(tmp_path)] == [b"a", b"b", b"c"]
+
+
+def test_version_1_torn_tails_and_corruption_are_judged_as_before(tmp_path: Path) -> None:
+    records = make_records(1, [payload_for(lsn) for lsn in range(1, 9)])
+    source = write_v1_segment(tmp_path / "source", 1, records).parent
+    (segment,) = sorted(source.iterdir())
+    # Cut inside the last record: a torn tail.
+    work = copy_log(source, tmp_path / "work")
+    os.truncate(work / segment.name, segment.stat().st_size - 2)
+    with WriteAheadLog.open(work, fsync=no_sync) as log:
+        assert log.torn_tail is not None
+        assert list(log.read_from(1)) == records[:-1]
+    # A flipped bit in a whole record before the last: corruption, named.
+    work = copy_log(source, tmp_path / "work")
+    offset = SEGMENT_HEADER_SIZE + sum(len(encode_v1_record(r)) for r in records[:3])
+    flip_bit(work / segment.name, offset + 10, 3)
+    with pytest.raises(WalCorruption, match="record CRC mismatch") as caught:
+        WriteAheadLog.open(work, fsync=no_sync)
+    assert (caught.value.lsn, caught.value.offset) == (4, offset)
+    _assert_verify_and_truncate_repair(work, caught.value, 4, records)
+
+
+def test_a_version_1_length_flip_in_the_last_record_is_refused_once_applied(
+    tmp_path: Path,
+) -> None:
+    # Version 1 cannot tell this damage from a torn append; the store's applied LSN can.
+    records = make_records(1, [payload_for(lsn) for lsn in range(1, 6)])
+    path = write_v1_segment(tmp_path, 1, records)
+    offset = path.stat().st_size - len(encode_v1_record(records[-1]))
+    flip_bit(path, offset + 5, 0)  # the length grows by 65,536: past the end of the file
+    before = digest(tmp_path)
+    with (
+        WriteAheadLog.open(tmp_path, fsync=no_sync, defer_cut=True) as log,
+        pytest.raises(WalCorruption) as caught,
+    ):
+        log.cut_torn_tail(5)
+    assert (caught.value.lsn, caught.value.offset) == (5, offset)
+    assert digest(tmp_path) == before
+
+
+def test_a_segment_of_an_unknown_version_is_refused(tmp_path: Path) -> None:
+    body = struct.pack(">8sHHQQ", SEGMENT_MAGIC, 3, 0, 1, BASE_TIME)
+    (tmp_path / segment_name(1)).write_bytes(body + crc32c.crc32c(body).to_bytes(4, "big"))
+    with pytest.raises(WalCorruption, match="unsupported WAL format version 3") as caught:
+        WriteAheadLog.open(tmp_path, fsync=no_sync)
+    assert (caught.value.lsn, caught.value.offset) == (1, 8)
