@@ -10,8 +10,6 @@ import contextlib
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +21,7 @@ from brain.errors import BrainError, NotFound, TxnExpired
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
-from tests.integration.conftest import ServerProcess, start_server
+from tests.integration.conftest import ServerProcess, run_brain, serve_to_exit, start_server
 from tests.request_ids import request_id
 
 KILL_ROUNDS = int(os.environ.get("BRAIN_KILL_ROUNDS", "50"))
@@ -204,36 +202,11 @@ def test_flipped_bit_refuses_startup_and_verify_names_it(tmp_path: Path) -> None
     segment.write_bytes(bytes(raw))
     before = segment.read_bytes()
 
-    result = subprocess.run(
-        [sys.executable, "-m", "brain", "wal", "verify", "--data", str(data)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_brain("wal", "verify", "--data", str(data))
     assert result.returncode == 3, result.stdout + result.stderr
     assert "LSN" in result.stdout and segment.name in result.stdout
 
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "brain",
-            "serve",
-            "--data",
-            str(data),
-            "--port",
-            "0",
-            "--public-port",
-            "0",
-            "--admin-port",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = serve_to_exit(data)
     assert proc.returncode == 1
     assert "LSN" in proc.stderr and segment.name in proc.stderr
     assert segment.read_bytes() == before, "a refused start must change nothing on disk"
@@ -241,13 +214,7 @@ def test_flipped_bit_refuses_startup_and_verify_names_it(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("missing", ["wal"])
 def test_wal_verify_cannot_run_without_a_wal(tmp_path: Path, missing: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "brain", "wal", "verify", "--data", str(tmp_path / "empty")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_brain("wal", "verify", "--data", str(tmp_path / "empty"))
     assert result.returncode == 2 and missing in result.stderr
 
 

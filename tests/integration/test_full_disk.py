@@ -26,10 +26,10 @@ from brain.engine.store.scope import Scope
 from brain.errors import Unavailable
 from brain.server.app import Server
 from brain.server.backend import EngineBackend
-from brain.server.config import load_config
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
+from tests.integration.conftest import bootstrap_api_key, free_port_config
 
 FULL: Final = Path("/dev/full")
 WAIT_S: Final = 30.0
@@ -60,15 +60,7 @@ def test_a_full_disk_leaves_recall_prompt_and_the_stop_clean(
 ) -> None:
     disk = FillingDisk()
     data = tmp_path / "data"
-    config = load_config(
-        environ={},
-        overrides={
-            "server.data_dir": str(data),
-            "server.port": 0,
-            "server.public_port": 0,
-            "server.admin_port": 0,
-        },
-    )
+    config = free_port_config(data)
     options = DatabaseOptions(fsync=disk.fsync, embedder="hashing", index_wait_s=WAIT_S)
 
     async def scenario() -> None:
@@ -76,7 +68,7 @@ def test_a_full_disk_leaves_recall_prompt_and_the_stop_clean(
         server = Server(config, backend=EngineBackend(database))
         await server.start()
         try:
-            api_key = (data / "credentials.toml").read_text().split('api_key = "')[1].split('"')[0]
+            api_key = bootstrap_api_key(data)
             client = await AsyncClient.connect("127.0.0.1", server.wire_port, api_key=api_key)
             kept = await client.call(Opcode.ENCODE, Encode(request_id=bytes(16), text="kept"))
             assert isinstance(kept, EncodeOk)

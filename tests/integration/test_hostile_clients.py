@@ -372,16 +372,6 @@ def _connection_flood_is_refused_then_recovers(server: ServerProcess, good: Good
     assert again.recv().opcode == PING | RESPONSE
 
 
-def _metric(server: ServerProcess, name: str) -> float:
-    """The value of the unlabelled metric ``name`` on ``/metrics``."""
-    url = f"http://{server.host}:{server.public_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
-
-
 def _told_overloaded(sock: socket.socket) -> bool:
     """True when the server closed ``sock`` after one ERROR OVERLOADED on stream 0;
     False when it is open, or was closed without a word (its handshake deadline)."""
@@ -487,8 +477,8 @@ def _silent_sockets_leave_room_for_others(server: ServerProcess, good: GoodClien
             others.append(client)
         good.completes_a_round()
         # The flooding address never held more than its share.
-        assert _metric(server, "brain_connections_open") <= PEER_LIMIT + len(others)
-    assert _metric(server, "brain_connections_refused_total") > 0
+        assert server.metric("brain_connections_open") <= PEER_LIMIT + len(others)
+    assert server.metric("brain_connections_refused_total") > 0
 
 
 def test_connections_waiting_for_auth_give_way_to_clients_with_a_key(tmp_path: Path) -> None:
@@ -510,8 +500,8 @@ def _waiting_connections_give_way(server: ServerProcess, good: GoodClient) -> No
     told = [sock for sock in silent if _told_overloaded(sock)]
     # At most half the slots may wait for AUTH: every silent socket past that gave way.
     assert len(told) >= len(silent) - limit // 2
-    assert _metric(server, "brain_connections_displaced_total") == len(told)
-    assert _metric(server, "brain_connections_open") <= limit
+    assert server.metric("brain_connections_displaced_total") == len(told)
+    assert server.metric("brain_connections_open") <= limit
     for n, client in enumerate(clients):  # the authenticated ones were never disturbed
         client.send(PING, 3, {"nonce": n})
         assert client.recv().body["nonce"] == n

@@ -69,15 +69,6 @@ def _admin(server: ServerProcess, method: str, path: str, body: object) -> dict[
     return value
 
 
-def _metric(server: ServerProcess, name: str) -> float:
-    url = f"http://{server.host}:{server.public_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
-
-
 class Tenant:
     """The other tenant: pipelined ENCODEs to ``default`` in a thread, counted."""
 
@@ -149,7 +140,7 @@ def test_idle_subscriptions_cost_others_nothing_and_sigterm_stops_cleanly(
         followers = [greedy] + [_subscribe(server, PER_KEY) for _ in range(KEYS - 1)]
         expected = MAX_SUBSCRIPTIONS_PER_KEY + (KEYS - 1) * PER_KEY
         deadline = time.monotonic() + SETTLE_S
-        while _metric(server, "brain_subscriptions_open") < expected:
+        while server.metric("brain_subscriptions_open") < expected:
             assert time.monotonic() < deadline, "the subscriptions never all opened"
             time.sleep(0.1)
 

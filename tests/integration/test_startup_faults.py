@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
-from typing import Final
 
 from brain.client import Client
 from brain.engine.wal import WriteAheadLog, encode_record
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
-from tests.integration.conftest import start_server
+from tests.integration.conftest import run_brain, serve_to_exit, start_server
 from tests.request_ids import request_id
-
-START_TIMEOUT_S: Final = 120
-"""A refused start loads the model first; generous for a busy two-core machine."""
 
 
 def _data_directory(root: Path, writes: int = 30) -> Path:
@@ -43,29 +37,6 @@ def _data_directory(root: Path, writes: int = 30) -> Path:
     return data
 
 
-def _serve(data: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "brain",
-            "serve",
-            "--data",
-            str(data),
-            "--port",
-            "0",
-            "--public-port",
-            "0",
-            "--admin-port",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT_S,
-        check=False,
-    )
-
-
 def _halve(path: Path) -> bytes:
     os.truncate(path, path.stat().st_size // 2)
     return path.read_bytes()
@@ -77,7 +48,7 @@ def test_a_store_truncated_to_half_stops_the_start_with_its_name_and_the_way_out
     data = _data_directory(tmp_path)
     store_file = data / "lmdb" / "data.mdb"
     before = _halve(store_file)
-    result = _serve(data)
+    result = serve_to_exit(data)
     assert result.returncode != -signal.SIGBUS, "the server died of SIGBUS"
     assert result.returncode == 1, result.stderr
     assert str(store_file) in result.stderr and "cut short" in result.stderr
@@ -90,7 +61,7 @@ def test_a_key_store_truncated_to_half_stops_the_start(tmp_path: Path) -> None:
     data = _data_directory(tmp_path, writes=1)
     keys_file = data / "keys" / "data.mdb"
     before = _halve(keys_file)
-    result = _serve(data)
+    result = serve_to_exit(data)
     assert result.returncode != -signal.SIGBUS, "the server died of SIGBUS"
     assert result.returncode == 1, result.stderr
     assert str(keys_file) in result.stderr and "cut short" in result.stderr
@@ -114,18 +85,12 @@ def test_a_damaged_header_of_the_last_record_is_reported_and_refuses_the_start(
     segment.write_bytes(bytes(raw))
     before = segment.read_bytes()
 
-    verify = subprocess.run(
-        [sys.executable, "-m", "brain", "wal", "verify", "--data", str(data)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    verify = run_brain("wal", "verify", "--data", str(data))
     assert verify.returncode == 3, verify.stdout + verify.stderr
     assert "header CRC mismatch" in verify.stdout
     assert segment.name in verify.stdout and f"byte {offset} (LSN {last.lsn})" in verify.stdout
 
-    result = _serve(data)
+    result = serve_to_exit(data)
     assert result.returncode == 1, result.stderr
     assert segment.name in result.stderr and f"LSN {last.lsn}" in result.stderr
     assert segment.read_bytes() == before, "a refused start must change nothing on disk"

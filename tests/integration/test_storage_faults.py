@@ -22,9 +22,9 @@ from brain.engine.database import Database, DatabaseOptions
 from brain.errors import Unavailable
 from brain.server.app import Server
 from brain.server.backend import EngineBackend
-from brain.server.config import load_config
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
+from tests.integration.conftest import bootstrap_api_key, free_port_config
 
 
 def _readyz(port: int) -> tuple[int, dict[str, object]]:
@@ -45,22 +45,14 @@ def test_fsync_failure_makes_the_server_read_only(tmp_path: Path, code: int) -> 
             raise OSError(code, f"injected {errno.errorcode[code]}")
 
     data = tmp_path / "data"
-    config = load_config(
-        environ={},
-        overrides={
-            "server.data_dir": str(data),
-            "server.port": 0,
-            "server.public_port": 0,
-            "server.admin_port": 0,
-        },
-    )
+    config = free_port_config(data)
 
     async def scenario() -> EncodeOk:
         database = Database.open(data, DatabaseOptions(fsync=fsync))
         server = Server(config, backend=EngineBackend(database))
         await server.start()
         try:
-            api_key = (data / "credentials.toml").read_text().split('api_key = "')[1].split('"')[0]
+            api_key = bootstrap_api_key(data)
             client = await AsyncClient.connect("127.0.0.1", server.wire_port, api_key=api_key)
             kept = await client.call(Opcode.ENCODE, Encode(request_id=bytes(16), text="kept"))
             assert isinstance(kept, EncodeOk)
@@ -88,16 +80,7 @@ def test_fsync_failure_makes_the_server_read_only(tmp_path: Path, code: int) -> 
 
 
 def test_readyz_reports_recovery_until_the_database_is_open(tmp_path: Path) -> None:
-    config = load_config(
-        environ={},
-        overrides={
-            "server.data_dir": str(tmp_path / "data"),
-            "server.port": 0,
-            "server.public_port": 0,
-            "server.admin_port": 0,
-        },
-    )
-    server = Server(config)
+    server = Server(free_port_config(tmp_path / "data"))
     before = server.status()
     assert not before.ready and "recovering" in str(before.reason)
 

@@ -335,28 +335,19 @@ def _decode_v1(
             path, offset, named, f"record length {length} exceeds the maximum {MAX_PAYLOAD}"
         )
     end = offset + V1_RECORD_HEADER_SIZE + length
-    if end > len(buf):
-        # A torn append leaves a true prefix, so the header fields must still hold.
-        _check_fields(
-            path,
-            offset,
-            expected_lsn=expected_lsn,
-            lsn=lsn,
-            kind=kind,
-            reserved=reserved,
-            length=length,
-        )
-        have = available - V1_RECORD_HEADER_SIZE
-        return Incomplete(f"the file ends {have} bytes into a {length}-byte payload")
-    computed = _crc(memoryview(buf)[offset + _CRC.size : end])
-    if computed != stored:
-        raise WalCorruption(
-            path,
-            offset,
-            named,
-            f"record CRC mismatch (stored {stored:#010x}, computed {computed:#010x}; "
-            f"the header claims LSN {lsn})",
-        )
+    whole = end <= len(buf)
+    if whole:
+        # The CRC first: in a whole record it tells damage from a bad field.
+        computed = _crc(memoryview(buf)[offset + _CRC.size : end])
+        if computed != stored:
+            raise WalCorruption(
+                path,
+                offset,
+                named,
+                f"record CRC mismatch (stored {stored:#010x}, computed {computed:#010x}; "
+                f"the header claims LSN {lsn})",
+            )
+    # A torn append leaves a true prefix, so the header fields must hold either way.
     _check_fields(
         path,
         offset,
@@ -366,6 +357,9 @@ def _decode_v1(
         reserved=reserved,
         length=length,
     )
+    if not whole:
+        have = available - V1_RECORD_HEADER_SIZE
+        return Incomplete(f"the file ends {have} bytes into a {length}-byte payload")
     payload = buf[offset + V1_RECORD_HEADER_SIZE : end]
     return WalRecord(lsn, record_time, kind, payload), end
 

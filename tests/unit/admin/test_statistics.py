@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 from typing import Final
 
@@ -20,7 +19,7 @@ from brain.server.metrics import ServerMetrics
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
-from tests.unit.common import NS, rid
+from tests.unit.common import NS, rid, writer_held
 
 TEXTS: Final = (
     "Alice moved to Globex in February",
@@ -31,9 +30,6 @@ TEXTS: Final = (
 )
 """Written in one batch: five records behind a single fsync."""
 
-HOLD_S: Final = 30.0
-"""Longest the writer is held while the batch queues: far past five submits."""
-
 SETTLE_S: Final = 60.0
 """Longest the indexer may take to catch up with a few short documents on a loaded
 machine, so only a stuck indexer fails a test."""
@@ -42,17 +38,8 @@ machine, so only a stuck indexer fails a test."""
 def _one_batch(db: Database, texts: tuple[str, ...]) -> list[EncodeOk]:
     """Write ``texts`` as one group commit: the writer is held between batches
     while every write queues, so it takes them all at once."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        held.set()
-        release.wait(HOLD_S)
-
-    holding = db.writer.between_batches(hold)
-    assert held.wait(HOLD_S)
-    futures = [db.submit(NS, Opcode.ENCODE, Encode(request_id=rid(), text=t)) for t in texts]
-    release.set()
-    holding.result()
+    with writer_held(db):
+        futures = [db.submit(NS, Opcode.ENCODE, Encode(request_id=rid(), text=t)) for t in texts]
     return [EncodeOk.from_wire(cbor.decode(f.result())) for f in futures]
 
 

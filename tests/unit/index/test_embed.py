@@ -45,6 +45,7 @@ from brain.embed.minilm import (
     find_model_dir,
     gelu,
 )
+from tests.unit.index.held_embedder import HeldEmbedder
 
 REFERENCE_FILE: Final = Path(__file__).resolve().parents[2] / "data" / "minilm_reference.json"
 REFERENCE: Final = json.loads(REFERENCE_FILE.read_text())
@@ -263,31 +264,8 @@ def test_batching_from_eight_threads_matches_direct_calls(model: MiniLMEmbedder)
         assert np.abs(got[t] - direct[t]).max() <= BATCH_TOLERANCE
 
 
-class GatedEmbedder:
-    """A hashing embedder whose first call waits for a gate; records every call.
-
-    Texts containing ``boom`` raise ValueError, as a model fault would.
-    """
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder()
-        self.dimensions = self.inner.dimensions
-        self.name = self.inner.name
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        self.calls.append(list(texts))
-        self.entered.set()
-        assert self.gate.wait(10.0), "the test never opened the gate"
-        if any("boom" in text for text in texts):
-            raise ValueError("boom")
-        return self.inner.embed(texts)
-
-
 def run_callers(
-    batcher: BatchingEmbedder, gated: GatedEmbedder, requests: list[list[str]]
+    batcher: BatchingEmbedder, gated: HeldEmbedder, requests: list[list[str]]
 ) -> dict[int, Vectors | BaseException]:
     """Send the first request, then the others while the worker is held in the first."""
     outcome: dict[int, Vectors | BaseException] = {}
@@ -314,7 +292,7 @@ def run_callers(
 
 
 def test_batching_coalesces_queued_callers() -> None:
-    gated = GatedEmbedder()
+    gated = HeldEmbedder()
     requests = [[f"first {i}"] if i == 0 else [f"text {i}", f"more {i}"] for i in range(6)]
     with BatchingEmbedder(gated) as batcher:
         outcome = run_callers(batcher, gated, requests)
@@ -328,7 +306,7 @@ def test_batching_coalesces_queued_callers() -> None:
 
 
 def test_batching_limits_coalesced_texts() -> None:
-    gated = GatedEmbedder()
+    gated = HeldEmbedder()
     requests = [["first"]] + [[f"t{i}a", f"t{i}b", f"t{i}c"] for i in range(4)]
     with BatchingEmbedder(gated, max_texts=7) as batcher:
         run_callers(batcher, gated, requests)
@@ -336,7 +314,7 @@ def test_batching_limits_coalesced_texts() -> None:
 
 
 def test_batching_sends_an_exception_to_its_caller_only() -> None:
-    gated = GatedEmbedder()
+    gated = HeldEmbedder()
     requests = [["first"], ["fine one"], ["this will boom"], ["fine two", "and three"]]
     with BatchingEmbedder(gated) as batcher:
         outcome = run_callers(batcher, gated, requests)

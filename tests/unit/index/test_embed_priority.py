@@ -10,45 +10,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from brain.embed.batching import BULK_CHUNK_TEXTS, BatchingEmbedder, Priority
 from brain.embed.hashing import HashingEmbedder
-
-Vectors = NDArray[np.float32]
-
-DEADLINE_S: Final = 10.0
-"""How long a test waits for another thread to get somewhere (only a broken build
-gets near it)."""
+from tests.unit.index.held_embedder import DEADLINE_S, HeldEmbedder, Vectors
 
 INDEX_BATCH: Final = 128
 """Texts in one bulk request: what the indexer sends in a round."""
-
-
-class HeldEmbedder:
-    """The hashing embedder, recording each call's texts; every call waits for
-    ``gate``. Texts containing ``boom`` raise ValueError, as a model fault would."""
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder()
-        self.dimensions = self.inner.dimensions
-        self.name = self.inner.name
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        self.calls.append(list(texts))
-        self.entered.set()
-        assert self.gate.wait(DEADLINE_S), "the test never opened the gate"
-        if any("boom" in text for text in texts):
-            raise ValueError("boom")
-        return self.inner.embed(texts)
 
 
 class Caller:

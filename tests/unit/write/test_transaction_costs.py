@@ -4,10 +4,7 @@ other; and what one connection or one namespace may buffer is bounded."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -25,13 +22,10 @@ from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGe
 from brain.wire.messages.txn_ops import TxnAbort, TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
-from tests.unit.common import NS, rid
+from tests.unit.common import NS, rid, writer_held
 
 BUFFERED: Final = 40
 """Writes buffered in the transaction whose plannings are counted."""
-
-HOLD_S: Final = 60.0
-"""Longest the writer is held while a test queues its writes."""
 
 BIG_TEXT: Final = 10 * 1024
 """Bytes of text in each write of the buffer-limit tests: about 25 cost units with
@@ -68,24 +62,6 @@ def plannings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setitem(dispatch.WRITES, Opcode.ENCODE, counted)
     return count
-
-
-@contextmanager
-def writer_held(db: Database) -> Iterator[None]:
-    """Hold the writer between batches while the body queues, so it is one batch."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        held.set()
-        release.wait(HOLD_S)
-
-    holding = db.writer.between_batches(hold)
-    assert held.wait(HOLD_S)
-    try:
-        yield
-    finally:
-        release.set()
-        holding.result()
 
 
 def test_each_buffered_write_and_read_plans_no_earlier_write(

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager
 from typing import Final
 
 from brain import cbor
@@ -20,7 +19,7 @@ from brain.engine.planner import plan_single
 from brain.engine.write.writer import MAX_BATCH, MAX_BATCH_PLAN_S, Outcome, PlanContext
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
-from tests.unit.common import rid
+from tests.unit.common import WRITER_HOLD_S, rid, writer_held
 
 BUSY: Final = "busy"
 QUIET: Final = "quiet"
@@ -28,28 +27,6 @@ QUIET: Final = "quiet"
 BACKLOG: Final = 2 * MAX_BATCH + 76
 """The busy tenant's queued writes: more than two full batches, so a FIFO writer
 would plan the quiet one's write in its third batch, behind all of them."""
-
-HOLD_S: Final = 60.0
-"""Longest the writer is held while a test queues its writes."""
-
-
-@contextmanager
-def writer_held(db: Database) -> Iterator[None]:
-    """Hold the writer between two batches while the body queues work, so it all
-    waits together when the writer draws its next batch."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        held.set()
-        release.wait(HOLD_S)
-
-    holding = db.writer.between_batches(hold)
-    assert held.wait(HOLD_S)
-    try:
-        yield
-    finally:
-        release.set()
-        holding.result()
 
 
 def encode(db: Database, namespace: str, text: str) -> Future[bytes]:
@@ -133,11 +110,11 @@ def test_closing_answers_every_write_queued_before_it(db: Database) -> None:
         queued = [encode(db, lanes[n % 3], f"queued write {n}") for n in range(60)]
         closing = threading.Thread(target=db.close)
         closing.start()
-        deadline = time.monotonic() + HOLD_S
+        deadline = time.monotonic() + WRITER_HOLD_S
         # Wait until the stop is queued behind the writes, then let the writer go.
         while db.writer._queue.qsize() <= len(queued) and time.monotonic() < deadline:
             time.sleep(0.01)
-    closing.join(HOLD_S)
+    closing.join(WRITER_HOLD_S)
     assert not closing.is_alive()
     assert sorted(lsn_of(f) for f in queued) == list(range(1, 61))
 
