@@ -38,7 +38,7 @@ from brain.wire.messages.values import NameRef, TextValue
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
 
-__all__ = ["MIX", "main", "run_load"]
+__all__ = ["MIX", "WORDS", "main", "percentile", "run_load"]
 
 MIX: Final = (("recall", 0.70), ("write", 0.25), ("other", 0.05))
 """The share of each kind of request."""
@@ -74,7 +74,8 @@ def _sample(pid: int, data_dir: Path) -> dict[str, float]:
     }
 
 
-def _percentile(values: list[float], share: float) -> float:
+def percentile(values: list[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` lie (0.0 for none)."""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -196,8 +197,8 @@ async def _drive(
         "outcomes": dict(sorted(outcomes.items())),
         "latency_ms": {
             kind: {
-                "p50": round(_percentile(values, 0.5) * 1000, 2),
-                "p99": round(_percentile(values, 0.99) * 1000, 2),
+                "p50": round(percentile(values, 0.5) * 1000, 2),
+                "p99": round(percentile(values, 0.99) * 1000, 2),
             }
             for kind, values in sorted(latencies.items())
         },

@@ -63,7 +63,7 @@ from brain.wire.messages.txn_ops import TxnAbort, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.messages.values import NameRef, TextValue
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, start_server
-from tests.load import WORDS
+from tests.load import WORDS, percentile
 
 __all__ = [
     "ATTACKS",
@@ -125,11 +125,6 @@ SETTLE_TIMEOUT_S: Final = 60.0
 RESULTS: Final = Path(__file__).resolve().parents[1] / "bench" / "results" / "neighbours.json"
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
-
-
 def _rid() -> bytes:
     return os.urandom(16)
 
@@ -143,7 +138,7 @@ class Hostile:
     def __init__(self, args: argparse.Namespace) -> None:
         self.host: str = args.host
         self.port: int = args.port
-        self.admin_port: int = args.metrics_port
+        self.metrics_port: int = args.metrics_port
         self.key: str = args.key
         self.read_key: str = args.read_key
         self.aliases: int = args.aliases
@@ -182,7 +177,7 @@ async def _attack_metrics(h: Hostile, armed: Callable[[], None]) -> None:
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
         if time.monotonic() > scrape_at:
-            await asyncio.to_thread(_scrape, f"http://{h.host}:{h.admin_port}/metrics")
+            await asyncio.to_thread(_scrape, f"http://{h.host}:{h.metrics_port}/metrics")
             scrape_at = time.monotonic() + 0.5
 
 
@@ -540,8 +535,8 @@ def _summary(latencies: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     return {
         name: {
             "n": len(values),
-            "p50_ms": round(_percentile(values, 0.5) * 1000, 2),
-            "p99_ms": round(_percentile(values, 0.99) * 1000, 2),
+            "p50_ms": round(percentile(values, 0.5) * 1000, 2),
+            "p99_ms": round(percentile(values, 0.99) * 1000, 2),
         }
         for name, values in latencies.items()
     }
