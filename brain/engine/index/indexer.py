@@ -3,24 +3,28 @@
 Writes leave ``embed_queue`` entries in their own transaction
 (:mod:`brain.engine.index.upkeep`), so the queue is exactly as durable as the
 records. The indexer takes up to :data:`MAX_INDEX_BATCH` entries from a read
-snapshot, embeds their texts in one call (a client's own ENCODE ``vector`` is
-used as given), and hands the result to the writer as an ordinary logged write:
-the vectors, their labels and the removal of the queue entries, in one
-transaction, after checking that each entry is still what it read. Only then
-does it change the in-memory HNSW indexes. A crash at any point leaves the
-queue entries that were not consumed, and recovery replays the ones that were,
-so nothing is embedded twice and nothing is lost.
+snapshot, embeds their texts in calls of at most :data:`ROUND_CHUNK_CHARS`
+characters (a client's own ENCODE ``vector`` is used as given), and hands the result
+to the writer as an ordinary logged write: the vectors, their labels and the removal
+of the queue entries, in one transaction, after checking that each entry is still
+what it read. Only then does it change the in-memory HNSW indexes. A crash at any
+point leaves the queue entries that were not consumed, and recovery replays the ones
+that were, so nothing is embedded twice and nothing is lost.
 
 Each round serves the scopes with queued work in turn
-(:func:`~brain.engine.index.backlog.take_in_turn`), the scopes a recall waits on
-first, so one tenant's thousands of queued documents do not hold another's
-recalls behind them. Progress is kept per scope: a scope is indexed up to LSN
-``n`` once a round read at ``n`` or later either found none of its entries or took
-them all and consumed them. A recall waits (a bounded time,
+(:func:`~brain.engine.index.backlog.take_in_turn`), so one tenant's thousands of
+queued documents do not hold another's recalls behind them. While recalls wait on
+scopes with queued entries, a round serves those scopes alone, and a round stops
+between two embedding calls once a recall waits on a scope it does not serve as
+waited, writing what it embedded (the rest stays queued): a recall waits for at most
+one call of another tenant's documents (:data:`MAX_WAITED_ROUNDS` keeps a stream of
+recalls from starving the others). Progress is kept per scope: a scope is indexed up
+to LSN ``n`` once a round read at ``n`` or later either found none of its entries or
+took them all and consumed them. A recall waits (a bounded time,
 :meth:`Indexer.wait_for_scope`) only for its own scope's entries queued when it
-began, so it sees every write of its scope acknowledged before it; with none
-queued it does not wait at all. ``indexed_lsn`` is the newest LSN all of whose
-documents, of every scope, are in the HNSW indexes (``Database.wait_indexed``).
+began, so it sees every write of its scope acknowledged before it; with none queued
+it does not wait at all. ``indexed_lsn`` is the newest LSN all of whose documents,
+of every scope, are in the HNSW indexes (``Database.wait_indexed``).
 
 A database that turned read-only after a storage fault takes no index write:
 the indexer stops its rounds until the restart, and a waiting recall answers at
@@ -81,7 +85,14 @@ from brain.engine.store.tables import (
 from brain.engine.write.plan import Change, Delete, Plan, Put
 from brain.engine.write.writer import PlanContext, Writer
 
-__all__ = ["IDLE_SAVE_S", "MAX_INDEX_BATCH", "Indexer"]
+__all__ = [
+    "IDLE_SAVE_S",
+    "MAX_INDEX_BATCH",
+    "MAX_WAITED_ROUNDS",
+    "ROUND_CHUNK_CHARS",
+    "ROUND_CHUNK_TEXTS",
+    "Indexer",
+]
 
 log = logging.getLogger("brain.engine.index")
 
@@ -95,6 +106,22 @@ crash loses at most that much index work, which a restart rebuilds from LMDB."""
 
 RETRY_DELAY_S: Final = 1.0
 """Pause after a failed round (the writer is read-only, the embedder failed)."""
+
+ROUND_CHUNK_CHARS: Final = 1_000
+"""Characters of text one embedding call of a round holds (at least one text): about
+0.1 s of MiniLM on one core, whatever the texts' lengths (a long text costs as much
+as many short ones; short ones batched cost no more than alone). A round stops
+between two calls when a recall starts waiting on a scope it does not serve, so this
+bounds how long another tenant's indexing holds that recall back."""
+
+ROUND_CHUNK_TEXTS: Final = 32
+"""Texts per embedding call of a round at most: MiniLM's own forward-pass batch."""
+
+MAX_WAITED_ROUNDS: Final = 8
+"""Rounds in a row that serve only the scopes recalls wait on, while other scopes
+have work: then one round serves the others too (cut short after its first call
+if recalls still wait), so a stream of recalls slows other scopes' indexing but
+never stops it."""
 
 
 @dataclass(slots=True)
@@ -150,6 +177,10 @@ class _Batch:
     """Scopes a recall waits on that have no entry in the snapshot."""
     whole: bool
     """Every entry of the snapshot is in :attr:`entries`."""
+    waited: frozenset[bytes] = frozenset()
+    """The scopes with queued entries that recalls waited on when the round began."""
+    mixed: bool = True
+    """The round serves scopes nobody waits on too (else only :attr:`waited`)."""
 
 
 class Indexer:
@@ -180,6 +211,8 @@ class Indexer:
         self._stopping = False
         self._next_scope = b""
         """Where the next round starts looking for scopes with work (round-robin)."""
+        self._waited_rounds = 0
+        """Rounds in a row that served only waited scopes (:data:`MAX_WAITED_ROUNDS`)."""
         self._read_only_noted = False
         self.rounds = 0
         self.embedded = 0
@@ -352,26 +385,36 @@ class Indexer:
         self._wake.clear()
 
     def _read_queue(self) -> _Batch:
-        """The round's entries, scopes in turn: those recalls wait on first, then the
-        others from where the last round stopped."""
+        """The round's entries, scopes in turn. While recalls wait on scopes with
+        queued entries, the round serves those scopes alone (each waiting recall
+        then waits for its own scope's few entries, not for a share of another's
+        thousands), up to :data:`MAX_WAITED_ROUNDS` rounds in a row; otherwise the
+        waited scopes first, then the others from where the last round stopped."""
         with self._state:
             waited = list(self._waited)
         with self._store.read() as txn:
             applied = get_progress(self._store, txn).applied_lsn
             cursor = txn.cursor(db=self._store.table(EMBED_QUEUE))
             clear = frozenset(p for p in waited if not has_queued(cursor, p))
+            waiting = [p for p in waited if p not in clear]
             others, complete = scopes_with_work(cursor, self._next_scope, MAX_INDEX_BATCH)
-            order = list(dict.fromkeys([p for p in waited if p not in clear] + others))
-            served = order[:MAX_INDEX_BATCH]  # at least one entry each
+            rest = not complete or any(p not in waiting for p in others)
+            if waiting and (self._waited_rounds < MAX_WAITED_ROUNDS or not rest):
+                self._waited_rounds += 1
+                served, mixed = waiting[:MAX_INDEX_BATCH], False
+            else:
+                self._waited_rounds = 0
+                order = list(dict.fromkeys(waiting + others))
+                served, mixed = order[:MAX_INDEX_BATCH], True  # at least one entry each
+                if others:
+                    self._next_scope = after_scope(others[-1]) or b""
             turn = take_in_turn(cursor, served, MAX_INDEX_BATCH)
-            if others:
-                self._next_scope = after_scope(others[-1]) or b""
             entries = [_Entry(key, value) for key, value in turn.entries]
             for entry in entries:
                 if entry.value[:1] != REMOVE:
                     self._prepare(txn, entry)
-        whole = complete and len(served) == len(order) and turn.drained == frozenset(served)
-        return _Batch(applied, entries, turn.drained, clear, whole)
+        whole = complete and set(others) <= set(served) and turn.drained == frozenset(served)
+        return _Batch(applied, entries, turn.drained, clear, whole, frozenset(waiting), mixed)
 
     def _prepare(self, txn: lmdb.Transaction, entry: _Entry) -> None:
         """Read what an ADD or REINDEX entry needs: the client's vector or the text to
@@ -404,23 +447,55 @@ class Indexer:
             if not batch.entries:
                 self._progress(batch.lsn, batch.clear, whole=batch.whole)
                 return False
-            outcome = self._index(batch.entries)
+            entries = self._embed(batch)
+            outcome = self._index(entries)
         finally:
             self._end_round()
-        done = (batch.drained - outcome.skipped_scopes) | batch.clear
-        self._progress(batch.lsn, done, whole=batch.whole and not outcome.skipped)
+        # A scope some of whose entries the round left for later is not drained.
+        left = {e.prefix for e in batch.entries if e.needs_embedding}
+        done = (batch.drained - outcome.skipped_scopes - left) | batch.clear
+        whole = batch.whole and not outcome.skipped and not left
+        self._progress(batch.lsn, done, whole=whole)
         return True
 
-    def _index(self, entries: list[_Entry]) -> _Applied:
-        """Embed ``entries``, write the outcome through the writer, then change the
-        HNSW indexes to match."""
-        needing = [e for e in entries if e.needs_embedding]
-        if needing:
-            # Bulk: a recall's cue is embedded ahead of these, between their pieces.
-            texts = [e.text or "" for e in needing]
-            vectors = self._embedder.embed(texts, priority=Priority.BULK)
-            for entry, vector in zip(needing, vectors, strict=True):
+    def _embed(self, batch: _Batch) -> list[_Entry]:
+        """Embed the round's texts, call by call (:func:`_chunks`), and return the
+        entries the round writes: all of them, or, when it stopped early because a
+        recall waits (:meth:`_should_yield`), those it embedded and those that need
+        no embedding; the others stay queued for the next round."""
+        needing = [e for e in batch.entries if e.needs_embedding]
+        # Like lengths together, so each call pads little; in a round that serves
+        # other scopes too, the waited scopes' entries first, so one cut short
+        # still serves them.
+        waited = batch.waited if batch.mixed else frozenset()
+        needing.sort(key=lambda e: (e.prefix not in waited, len(e.text or "")))
+        served_others = False
+        for number, chunk in enumerate(_chunks(needing)):
+            if number and self._should_yield(batch, served_others):
+                break
+            # Bulk: a recall's cue is embedded apart from these (brain/embed/batching.py).
+            vectors = self._embedder.embed([e.text or "" for e in chunk], priority=Priority.BULK)
+            for entry, vector in zip(chunk, vectors, strict=True):
                 entry.vector = vector
+            served_others = served_others or any(e.prefix not in waited for e in chunk)
+        return [e for e in batch.entries if not e.needs_embedding]
+
+    def _should_yield(self, batch: _Batch, served_others: bool) -> bool:
+        """Whether the round should stop embedding and write what it has: the indexer
+        is stopping, or a recall waits on a scope the round does not serve as waited,
+        or, in a round that serves other scopes too and has embedded some of theirs,
+        on any scope."""
+        if self._stopping and self._thread.is_alive():
+            return True  # close() waits for this round to end
+        with self._state:
+            waited = set(self._waited)
+        if batch.mixed:
+            return bool(waited) and served_others
+        return not waited <= batch.waited
+
+    def _index(self, entries: list[_Entry]) -> _Applied:
+        """Write the embedded ``entries`` through the writer, then change the HNSW
+        indexes to match."""
         outcome = _Applied()
         dims = self._embedder.dimensions
         with self._state:
@@ -438,6 +513,26 @@ class Indexer:
         self.embedded += sum(len(v) for v in outcome.added.values())
         self.embedded += sum(len(v) for v in outcome.replaced.values())
         return outcome
+
+
+def _chunks(entries: list[_Entry]) -> list[list[_Entry]]:
+    """``entries`` cut, in order, into embedding calls of at most
+    :data:`ROUND_CHUNK_CHARS` characters and :data:`ROUND_CHUNK_TEXTS` texts (a
+    longer text alone); texts of like length are kept together, so each call pads
+    little."""
+    chunks: list[list[_Entry]] = []
+    current: list[_Entry] = []
+    chars = 0
+    for entry in entries:
+        size = len(entry.text or "")
+        if current and (chars + size > ROUND_CHUNK_CHARS or len(current) >= ROUND_CHUNK_TEXTS):
+            chunks.append(current)
+            current, chars = [], 0
+        current.append(entry)
+        chars += size
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _client_vector(

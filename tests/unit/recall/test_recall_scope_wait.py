@@ -13,16 +13,26 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Final
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 import brain
 from brain import cbor
+from brain.embed.batching import BatchingEmbedder, Priority
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.index.indexer import MAX_INDEX_BATCH, RETRY_DELAY_S
+from brain.engine.index.indexer import (
+    MAX_INDEX_BATCH,
+    MAX_WAITED_ROUNDS,
+    RETRY_DELAY_S,
+    ROUND_CHUNK_CHARS,
+    ROUND_CHUNK_TEXTS,
+)
 from brain.engine.index.vectors import EMBED_QUEUE
 from brain.engine.store.scope import Scope
 from brain.errors import Unavailable
@@ -175,8 +185,92 @@ def test_the_scopes_recalls_wait_on_are_served_first(tmp_path: Path) -> None:
         assert _queued(db, last) == 0
         assert len(answers) == 1 and len(answers[0].hits) == 1
         assert answers[0].coverage.embed_backlog is None
-        # Every other scope but one got a share of the round.
-        assert sum(_queued(db, space) for space in spaces) == len(spaces) - MAX_INDEX_BATCH
+        # That round served the waited scope alone; the next, with nobody waiting,
+        # serves the others in turn, every one of them but one.
+        assert sum(_queued(db, space) for space in spaces) == len(spaces) - 1
+        assert indexer._round()
+        assert sum(_queued(db, space) for space in spaces) == len(spaces) - 1 - MAX_INDEX_BATCH
+    finally:
+        db.close()
+
+
+class _GatedIndexerEmbedder:
+    """The indexer's embedder, recording each call's texts; the calls wait for
+    ``gate`` (set once, it lets every later call through)."""
+
+    def __init__(self, inner: BatchingEmbedder) -> None:
+        self.inner = inner
+        self.dimensions = inner.dimensions
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str], *, priority: Priority) -> NDArray[np.float32]:
+        self.calls.append(list(texts))
+        self.entered.set()
+        assert self.gate.wait(FAULT_DEADLINE_S), "the test never opened the gate"
+        return self.inner.embed(texts, priority=priority)
+
+
+def test_a_round_stops_between_calls_for_a_recall_on_another_scope(tmp_path: Path) -> None:
+    """The indexer is inside a round of another scope's documents when a recall starts
+    waiting: the round writes what its first call embedded and stops, and the next
+    round embeds the recall's one document alone, not beside a share of the flood."""
+    busy, quiet = _busy_and_quiet()
+    db = _open(tmp_path / "d")
+    try:
+        indexer = db.retrieval.indexer
+        gated = _GatedIndexerEmbedder(db.retrieval.embedder)
+        indexer._embedder = gated  # type: ignore[assignment]
+        # Texts of about 100 characters: a round's call holds about ten of them.
+        note = " ".join(["a busy tenant's long note about nothing much at all"] * 2)
+        _encode_all(db, busy, [f"{note} {i}" for i in range(FLOOD)])
+        assert gated.entered.wait(FAULT_DEADLINE_S)  # the indexer is inside a round
+        (mine,) = _encode_all(db, quiet, ["the quiet tenant keeps bees"])
+        answers: list[RecallOk] = []
+        recall = threading.Thread(
+            target=lambda: answers.append(_recall(db, quiet, "the quiet tenant keeps bees")[0])
+        )
+        recall.start()
+        try:
+            deadline = time.monotonic() + FAULT_DEADLINE_S
+            while Scope.of(NS, quiet).prefix not in indexer._waited:
+                assert time.monotonic() < deadline, "the recall never waited"
+                time.sleep(0.001)
+        finally:
+            gated.gate.set()
+            recall.join(FAULT_DEADLINE_S)
+        (answer,) = answers
+        assert [hit.id for hit in answer.hits] == [mine]
+        assert answer.coverage.embed_backlog is None
+        first, following = gated.calls[0], gated.calls[1]
+        assert 1 < len(first) <= ROUND_CHUNK_TEXTS
+        assert sum(len(text) for text in first) <= ROUND_CHUNK_CHARS + len(first[0])
+        assert following == ["the quiet tenant keeps bees"]
+        assert db.wait_indexed()  # and the flood is still indexed, every document
+        assert db.retrieval.indexes.size(Scope.of(NS, busy).prefix) == FLOOD
+    finally:
+        db.close()
+
+
+def test_a_scope_recalls_keep_waiting_on_does_not_starve_the_others(tmp_path: Path) -> None:
+    """A scope that recalls wait on round after round, with new documents each time:
+    the other scopes' documents are still embedded, a call's worth every
+    :data:`MAX_WAITED_ROUNDS` + 1 rounds at least."""
+    busy, quiet = _busy_and_quiet()
+    db = _open(tmp_path / "d")
+    try:
+        indexer = db.retrieval.indexer
+        indexer.close()
+        _encode_all(db, quiet, [f"quiet tenant note {i}" for i in range(FLOOD)])
+        waited = Scope.of(NS, busy).prefix
+        indexer._waited[waited] = 1  # as a recall waiting on it would
+        rounds = 3 * (MAX_WAITED_ROUNDS + 1)
+        for i in range(rounds):
+            _encode_all(db, busy, [f"busy tenant note {i}"])
+            assert indexer._round()
+        assert _queued(db, busy) <= 1
+        assert FLOOD - _queued(db, quiet) >= 3
     finally:
         db.close()
 
