@@ -13,7 +13,9 @@ text, in the order given. Two kinds exist, chosen by name in the config:
     tests only. It is never used in place of a missing model.
 
 :class:`brain.embed.batching.BatchingEmbedder` wraps either one so that many
-threads share single forward passes.
+threads share single forward passes, with the indexer's bulk work on a worker
+of its own; :class:`brain.embed.process.ProcessEmbedder` runs an embedder in a
+child process at a lower OS priority (``python -m brain.embed.worker``).
 
 The submodules are imported by :func:`load_embedder` when first needed, so
 importing this package costs nothing and pulls in neither numpy nor the tokenizer.

@@ -25,8 +25,9 @@ from typing import Final
 
 import lmdb
 
-from brain.embed import DEFAULT_KIND, load_embedder
+from brain.embed import DEFAULT_KIND, Embedder, load_embedder
 from brain.embed.batching import BatchingEmbedder
+from brain.embed.process import ProcessEmbedder
 from brain.engine.admin.purge import Purger
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
 from brain.engine.admin.statistics import (
@@ -55,6 +56,7 @@ from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
+from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
 from brain.engine.write.clock import RecordClock
 from brain.engine.write.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
@@ -121,6 +123,7 @@ class Database:
             txns=TxnRegistry(max_writes=options.txn_max_writes),
             resolution=options.resolution,
             listeners=listeners,
+            activity=writer.activity,
         )
         self._purger = Purger(store, writer, retrieval.indexes, path / SNAPSHOT_DIR)
 
@@ -143,6 +146,7 @@ class Database:
         except BaseException:
             wal.close()
             raise
+        embedder: BatchingEmbedder | None = None
         try:
             check_format(store)
             applied, last_time = _recover(store, wal)
@@ -168,14 +172,19 @@ class Database:
                 on_idle=lambda: idle[0]() if idle else None,
                 on_applied=notify,
                 resolution=opts.resolution,
+                # Every request touches it (the dispatcher), reads included: the
+                # writer paces a namespace's writes while others are active.
+                activity=Activity(),
             )
             writer.start()
-            embedder = BatchingEmbedder(model)
+            embedder = BatchingEmbedder(model, bulk=_bulk_embedder(opts))
             indexes = VectorIndexes(root / "index", embedder.dimensions)
             indexer = Indexer(store, writer, embedder, indexes)
             wake.append(indexer.notify)
             indexer.start()
         except BaseException:
+            if embedder is not None:  # its bulk embedder's child process ends with it
+                embedder.close()
             store.close()
             wal.close()
             raise
@@ -375,6 +384,16 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _bulk_embedder(opts: DatabaseOptions) -> Embedder | None:
+    """What embeds the indexer's documents: for MiniLM a child process at a lower OS
+    priority, so that their embedding never takes the CPU from the threads answering
+    clients (spec/04-retrieval.md §3); None, the model itself, for the hashing
+    embedder of the tests (microseconds a text)."""
+    if opts.embedder != "minilm":
+        return None
+    return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir)
 
 
 def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:

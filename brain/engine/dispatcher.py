@@ -27,6 +27,7 @@ from brain.engine.planner import plan_buffered, plan_commit, plan_single, read_i
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget
+from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange, read_changes
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.transactions import TxnRegistry
@@ -60,9 +61,12 @@ class Dispatcher:
         txns: TxnRegistry,
         resolution: Resolution,
         listeners: list[Listener],
+        activity: Activity,
     ) -> None:
         """``listeners`` is the list the writer's ``on_applied`` hook calls in turn;
-        :meth:`on_applied` adds to it."""
+        :meth:`on_applied` adds to it. Every request touches its namespace in
+        ``activity``, which the writer paces by (spec/05-durability.md §1)."""
+        self._activity = activity
         self._store = store
         self._writer = writer
         self._retrieval = retrieval
@@ -94,6 +98,7 @@ class Dispatcher:
         ``owner`` names the connection, which owns the transactions it opens;
         ``actor`` is the key id the audit log records.
         """
+        self._activity.touch(namespace)
 
         def submit(plan: Callable[[PlanContext], Outcome]) -> Future[bytes]:
             # Every planner sees who asked, for the audit log; the namespace names the
@@ -119,6 +124,10 @@ class Dispatcher:
 
     def read(self, namespace: str, opcode: Opcode, request: Message, owner: bytes = b"") -> Message:
         """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
+        # A reader has no job in the writer, but it waits for the interpreter lock
+        # the writer's planning holds: while it is active, no other namespace may
+        # take more than its share of the writer.
+        self._activity.touch(namespace)
         if opcode is Opcode.TXN_BEGIN:
             assert isinstance(request, TxnBegin)
             return TxnBegun(txn_id=self._txns.begin(namespace, owner, request.timeout_ms))

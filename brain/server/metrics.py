@@ -176,6 +176,11 @@ class _DatabaseCollector(Collector):
         ]
         for name, text, value in counters:
             yield CounterMetricFamily(name, text, value=value)
+        yield CounterMetricFamily(
+            "brain_writer_paced_seconds",
+            "Seconds the writer waited: one namespace over its share while another was active.",
+            value=figures.writer_paced_seconds,
+        )
         for name, text, value in gauges:
             yield GaugeMetricFamily(name, text, value=value)
         candidates = CounterMetricFamily(

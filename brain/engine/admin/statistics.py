@@ -99,6 +99,9 @@ class Statistics:
     """``group_commit_sizes[n]``: committed batches of n writes."""
     storage_faults: int
     """Storage faults (failed fsync or commit) that turned the database read-only."""
+    writer_paced_seconds: float
+    """Seconds the writer waited because every namespace with writes waiting was over
+    its share while another was active (spec/05-durability.md §1)."""
     lmdb_map_bytes: int
     """LMDB map size."""
     lmdb_used_bytes: int
@@ -171,6 +174,7 @@ def take_statistics(
         # One copy, so that the histogram's buckets, count and sum agree.
         group_commit_sizes=tuple(writer.batch_sizes),
         storage_faults=writer.storage_faults,
+        writer_paced_seconds=writer.paced_seconds,
         lmdb_map_bytes=map_bytes,
         lmdb_used_bytes=used_bytes,
         embed_backlog=embed_backlog,

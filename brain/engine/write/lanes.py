@@ -11,7 +11,9 @@ already had its turn in it, so a quiet namespace's job is among the next ones
 drawn however long the busy lanes are. Within one lane the order is the order
 of submission, so a connection's pipelined writes, and a transaction's
 buffered writes and its commit, are planned in the order they were sent
-(spec/05-durability.md §1).
+(spec/05-durability.md §1). A lane the writer holds back (one namespace over
+its share of the writer while another is active, :mod:`brain.engine.write.pacing`)
+is passed over and keeps its place in the round.
 
 Only the writer thread uses a :class:`Lanes`; it is not locked.
 """
@@ -19,6 +21,7 @@ Only the writer thread uses a :class:`Lanes`; it is not locked.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 __all__ = ["Lane", "Lanes"]
@@ -54,15 +57,28 @@ class Lanes(Generic[T]):
             self._turns.append(lane)
         jobs.append(job)
 
-    def take(self) -> tuple[Lane, T] | None:
+    def waiting(self) -> Iterator[Lane]:
+        """The lanes with a job waiting, those still to have their turn in the
+        current round first."""
+        yield from self._turns
+        yield from self._done
+
+    def take(self, held: Callable[[Lane], bool] | None = None) -> tuple[Lane, T] | None:
         """The next job, with its lane: the first job of the lane whose turn it is
-        (None when no job waits)."""
-        if not self._turns:
-            # A new round: every lane still waiting, in the order of the last one.
-            self._turns, self._done = self._done, self._turns
-        if not self._turns:
+        (None when no job waits). A lane for which ``held`` is true is passed over
+        and keeps its turn for when it is no longer held; None when every lane
+        with a job waiting is held."""
+        index = self._turn(held)
+        if index is None and self._done:
+            # A new round: every lane still waiting, in the order of the last one,
+            # behind the held lanes that did not have their turn in this one.
+            self._turns.extend(self._done)
+            self._done.clear()
+            index = self._turn(held)
+        if index is None:
             return None
-        lane = self._turns.popleft()
+        lane = self._turns[index]
+        del self._turns[index]
         jobs = self._waiting[lane]
         job = jobs.popleft()
         if jobs:
@@ -70,6 +86,15 @@ class Lanes(Generic[T]):
         else:
             del self._waiting[lane]
         return lane, job
+
+    def _turn(self, held: Callable[[Lane], bool] | None) -> int | None:
+        """Where the first lane of the current round not held is in it (None: none)."""
+        if held is None:
+            return 0 if self._turns else None
+        for index, lane in enumerate(self._turns):
+            if not held(lane):
+                return index
+        return None
 
     def shared(self, served: set[Lane]) -> bool:
         """True when more than one lane is involved: those of ``served`` (a batch's

@@ -18,6 +18,13 @@ it or waiting, it takes no more: a quiet namespace's job is planned in the
 batch being drawn when it arrives or in the next, never behind hundreds of a
 busy one's. Within a namespace, jobs are planned in the order submitted.
 
+Round-robin shares the writer between the namespaces with writes waiting, but
+planning holds the interpreter lock, which a tenant that only reads needs too.
+So while another namespace is active, a namespace that planned more than half
+the writer's recent time is held back (:mod:`brain.engine.write.pacing`): its
+jobs are passed over, and when only held lanes have work the writer waits
+between batches, never inside one's write transaction, with the lock released.
+
 Failure rules (spec/05-durability.md §6): a failed WAL fsync aborts the LMDB
 transaction, fails the batch with ``UNAVAILABLE`` and turns the writer
 read-only until a restart; it never retries the fsync. ``MDB_MAP_FULL`` grows
@@ -41,8 +48,10 @@ import lmdb
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
+from brain.engine.write.activity import Activity
 from brain.engine.write.clock import RecordClock
 from brain.engine.write.lanes import Lane, Lanes
+from brain.engine.write.pacing import Pacing
 from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, encode_plan
 from brain.engine.write.transactions import IdSource
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
@@ -183,9 +192,15 @@ class Writer:
         on_checkpoint: Callable[[], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         resolution: Resolution = DEFAULT_RESOLUTION,
+        activity: Activity | None = None,
     ) -> None:
         """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
-        such as the idempotency sweep), when no write transaction is open."""
+        such as the idempotency sweep), when no write transaction is open.
+        ``activity`` is the record of active namespaces the writer paces by (its
+        requests touch it); None: a record of its own, which only the writer's
+        users can touch (:attr:`activity`)."""
+        self._pacing = Pacing(Activity() if activity is None else activity)
+        self._watch_pause: Callable[[], None] | None = None
         self._on_checkpoint = on_checkpoint
         self._on_idle = on_idle
         self._resolution = resolution
@@ -212,6 +227,10 @@ class Writer:
         self.batch_sizes = [0] * (MAX_BATCH + 1)
         self.records_appended = 0
         self.storage_faults = 0
+        self.pauses = 0
+        """Times the writer waited because every lane with work was over its share."""
+        self.paced_seconds = 0.0
+        """Seconds the writer spent in those waits."""
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0
         self._fault_before_commit: Callable[[], None] | None = None
@@ -222,6 +241,12 @@ class Writer:
     def clock(self) -> RecordClock:
         """The record clock writes are stamped with."""
         return self._clock
+
+    @property
+    def activity(self) -> Activity:
+        """The record of active namespaces the writer paces by: every request of a
+        namespace, read or write, touches it."""
+        return self._pacing.activity
 
     @property
     def read_only(self) -> bool:
@@ -273,6 +298,10 @@ class Writer:
         """Test hook: run ``hook`` after the WAL fsync and before the LMDB commit."""
         self._fault_before_commit = hook
 
+    def watch_pauses(self, hook: Callable[[], None] | None) -> None:
+        """Test hook: run ``hook`` on the writer thread as each pacing pause begins."""
+        self._watch_pause = hook
+
     # --- the thread ---------------------------------------------------------------------
 
     def _loop(self) -> None:
@@ -288,6 +317,10 @@ class Writer:
                     self._idle()
                     continue
                 self._accept(item)
+                continue
+            pause = 0.0 if self._maintenance else self._pause_due()
+            if pause > 0.0:
+                self._pause(pause)
                 continue
             self._serve()
             self._maybe_checkpoint()
@@ -306,6 +339,37 @@ class Writer:
         elif isinstance(item, _Maintenance):
             self._maintenance.append(item)
 
+    def _held(self, lane: Lane) -> bool:
+        """True when ``lane``'s jobs wait: it is over its share of the writer while
+        another namespace is active. Never while stopping (what was queued is
+        served at once) or read-only (it is answered at once)."""
+        if self._stopping or self.read_only:
+            return False
+        return self._pacing.held(lane, self._pacing.now())
+
+    def _pause_due(self) -> float:
+        """How long to wait before the next batch: 0 unless every lane with work is
+        held (:meth:`Pacing.pause <brain.engine.write.pacing.Pacing.pause>`)."""
+        if self._stopping or self.read_only or not self._lanes:
+            return 0.0
+        return self._pacing.pause(self._lanes.waiting(), self._pacing.now())
+
+    def _pause(self, seconds: float) -> None:
+        """Wait up to ``seconds`` between batches, no write transaction open and the
+        interpreter lock free; a submission (a job of another lane, a stop) ends
+        the wait at once."""
+        started = time.monotonic()
+        if self._watch_pause is not None:
+            self._watch_pause()
+        try:
+            item = self._queue.get(timeout=seconds)
+        except queue.Empty:
+            pass
+        else:
+            self._accept(item)
+        self.pauses += 1
+        self.paced_seconds += time.monotonic() - started
+
     def _pull(self) -> None:
         """Take in everything submitted so far, up to a stop."""
         while not self._stopping:
@@ -317,11 +381,15 @@ class Writer:
 
     def _draw(self, jobs: list[_Job]) -> Generator[_Job, None, None]:
         """The batch's jobs, round-robin across the lanes, each appended to ``jobs``
-        as it is handed out; it ends at :data:`MAX_BATCH` jobs, when no job waits, or
-        once planning has run :data:`MAX_BATCH_PLAN_S` in a batch lanes share.
-        Lazy, so that what arrives while the batch is planned can still join it."""
+        as it is handed out; it ends at :data:`MAX_BATCH` jobs, when no job waits but
+        held lanes' (:meth:`_held`), or once planning has run
+        :data:`MAX_BATCH_PLAN_S` in a batch lanes share. Lazy, so that what
+        arrives while the batch is planned can still join it; the time from
+        handing a job out to the next draw is its planning, which the pacing
+        counts to its lane."""
         started = time.monotonic()
         served: set[Lane] = set()
+        pacing = self._pacing
         while len(jobs) < MAX_BATCH:
             self._pull()
             if (
@@ -330,7 +398,7 @@ class Writer:
                 and self._lanes.shared(served)
             ):
                 return
-            picked = self._lanes.take()
+            picked = self._lanes.take(self._held)
             if picked is None:
                 return
             lane, job = picked
@@ -341,7 +409,10 @@ class Writer:
                 continue
             served.add(lane)
             jobs.append(job)
+            handed = pacing.now()
             yield job
+            done = pacing.now()
+            pacing.spent(lane, done - handed, done)
 
     def _serve(self) -> None:
         """One batch of writes as one group commit, then the maintenance work taken
@@ -349,7 +420,7 @@ class Writer:
         jobs: list[_Job] = []
         self._pull()
         try:
-            if self._lanes:
+            if self._lanes and self._pause_due() == 0.0:
                 self._run(jobs)
         except Exception:  # a bug: fail the batch, keep serving
             log.exception("writer batch failed")

@@ -219,6 +219,7 @@ METRIC_FIELDS: Final = {
     "brain_group_commits_total": "group_commits",
     "brain_group_commit_jobs_total": "group_commit_jobs",
     "brain_storage_faults_total": "storage_faults",
+    "brain_writer_paced_seconds_total": "writer_paced_seconds",
     "brain_recalls_total": "recalls",
     "brain_recalls_abstained_total": "recalls_abstained",
     "brain_purges_total": "purges",

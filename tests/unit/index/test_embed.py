@@ -334,7 +334,8 @@ def test_batching_close() -> None:
     assert batcher.embed(["before"]).shape == (1, 384)
     batcher.close()
     batcher.close()  # idempotent
-    assert not batcher._worker.is_alive()
+    assert not batcher._interactive.worker.is_alive()
+    assert not batcher._bulk.worker.is_alive()
     with pytest.raises(EmbedderClosed):
         batcher.embed(["after"])
     with pytest.raises(ValueError, match="max_texts"):

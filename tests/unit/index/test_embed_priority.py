@@ -1,9 +1,9 @@
-"""The batching embedder serves interactive texts first and cuts bulk work into chunks
-(``brain/embed/batching.py``, spec/04-retrieval.md §3).
+"""The batching embedder serves interactive texts on a worker of their own and cuts bulk
+work into chunks on another (``brain/embed/batching.py``, spec/04-retrieval.md §3).
 
-The wrapped embedder is the real hashing embedder behind a recorder whose calls wait
-for a gate, so a test can queue requests while the worker is inside a call and then
-read the order in which texts reached the model.
+The embedders are the real hashing embedder behind recorders (``HeldEmbedder``) whose
+calls may wait for a gate, so a test can hold one worker inside a call, send work to
+the other, and then read what reached each embedder.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ class Caller:
 
         self._thread = threading.Thread(target=run)
         self._thread.start()
+
+    def done(self) -> bool:
+        """True once the call has returned or raised."""
+        return not self._thread.is_alive()
 
     def result(self) -> Vectors | Exception:
         self._thread.join(DEADLINE_S)
@@ -82,46 +86,44 @@ def texts_before(calls: list[list[str]], text: str) -> int:
     raise AssertionError(f"{text!r} never reached the model")
 
 
-def test_a_cue_waits_for_one_bulk_chunk_not_the_whole_batch() -> None:
-    held = HeldEmbedder()
-    docs = documents(INDEX_BATCH)
+def free_embedder() -> HeldEmbedder:
+    """A recorder whose gate is open: its calls go straight through."""
+    free = HeldEmbedder()
+    free.gate.set()
+    return free
+
+
+def test_a_cue_is_answered_while_a_bulk_call_runs_and_more_bulk_work_waits() -> None:
+    cues, held = free_embedder(), HeldEmbedder()
+    docs, more = documents(INDEX_BATCH), documents(INDEX_BATCH, word="later")
     cue = "where did alice move"
-    with BatchingEmbedder(held) as batcher:
+    with BatchingEmbedder(cues, bulk=held) as batcher:
         indexing = bulk(batcher, docs)
-        assert held.entered.wait(DEADLINE_S)  # the worker is inside the first call
-        recall = interactive(batcher, [cue])
-        wait_until(lambda: batcher.queued()[0] == 1)
+        assert held.entered.wait(DEADLINE_S)  # the bulk worker is inside its first call
+        queued = bulk(batcher, more)
+        wait_until(lambda: batcher.queued() == (0, 2))
+        # The cue's rows come while that call is still held and the rest waits.
+        rows_of(interactive(batcher, [cue]).result(), [cue])
+        assert not held.gate.is_set() and batcher.queued() == (0, 2)
+        assert held.calls == [docs[:BULK_CHUNK_TEXTS]]
         held.gate.set()
-        rows_of(recall.result(), [cue])
         rows_of(indexing.result(), docs)
-    # The bulk request was cut: the cue went into the very next call, behind one
-    # chunk, with one bulk text beside it; the rest ran in full chunks.
+        rows_of(queued.result(), more)
+    # the two never shared a call: the cue went to its own embedder, alone
+    assert cues.calls == [[cue]]
     chunk = BULK_CHUNK_TEXTS
-    assert held.calls[0] == docs[:chunk]
-    assert held.calls[1] == [cue, docs[chunk]]
-    assert texts_before(held.calls, cue) == chunk
-    rest = INDEX_BATCH - chunk - 1
-    assert [len(call) for call in held.calls[2:]] == [chunk] * (rest // chunk) + [rest % chunk]
+    assert held.calls == [docs[i : i + chunk] for i in range(0, INDEX_BATCH, chunk)] + [
+        more[i : i + chunk] for i in range(0, INDEX_BATCH, chunk)
+    ]
 
 
-def test_a_cue_goes_ahead_of_queued_bulk_work() -> None:
-    held = HeldEmbedder()
-    docs = documents(INDEX_BATCH)
-    cue = "budget review"
-    with BatchingEmbedder(held) as batcher:
-        first = interactive(batcher, ["an earlier recall"])
-        assert held.entered.wait(DEADLINE_S)
-        indexing = bulk(batcher, docs)
-        wait_until(lambda: sum(batcher.queued()) == 1)
-        recall = interactive(batcher, [cue])
-        wait_until(lambda: sum(batcher.queued()) == 2)
-        held.gate.set()
-        rows_of(first.result(), ["an earlier recall"])
-        rows_of(recall.result(), [cue])
-        rows_of(indexing.result(), docs)
-    # queued after the bulk request, embedded before any of it
-    assert held.calls[1] == [cue, docs[0]]
-    assert texts_before(held.calls, cue) == 1
+def test_without_a_bulk_embedder_both_workers_share_the_one_given() -> None:
+    shared = free_embedder()
+    docs, cue = documents(40), "budget review"
+    with BatchingEmbedder(shared, bulk_chunk=16) as batcher:
+        rows_of(batcher.embed(docs, priority=Priority.BULK), docs)
+        rows_of(batcher.embed([cue]), [cue])
+    assert shared.calls == [docs[:16], docs[16:32], docs[32:], [cue]]
 
 
 def test_bulk_is_cut_into_chunks_in_order() -> None:
@@ -144,43 +146,60 @@ def test_interactive_requests_are_never_cut() -> None:
     assert held.calls == [texts, texts]
 
 
-def test_bulk_moves_while_interactive_texts_fill_every_call() -> None:
-    held = HeldEmbedder()
-    docs = documents(3)
-    cues = documents(40, word="cue")
-    with BatchingEmbedder(held, bulk_chunk=4) as batcher:
-        first = interactive(batcher, ["an earlier recall"])
-        assert held.entered.wait(DEADLINE_S)
-        indexing = bulk(batcher, docs)
-        recall = interactive(batcher, cues)
-        wait_until(lambda: sum(batcher.queued()) == 2)
-        held.gate.set()
-        rows_of(first.result(), ["an earlier recall"])
-        rows_of(recall.result(), cues)
-        rows_of(indexing.result(), docs)
-    # the cues take more than a chunk, and still one bulk text goes along
-    assert held.calls[1] == [*cues, docs[0]]
-    assert held.calls[2:] == [docs[1:]]
+def test_bulk_work_goes_on_while_an_interactive_call_is_held() -> None:
+    cues, documented = HeldEmbedder(), free_embedder()
+    docs = documents(10)
+    with BatchingEmbedder(cues, bulk=documented, bulk_chunk=4) as batcher:
+        recall = interactive(batcher, ["a recall held in its call"])
+        assert cues.entered.wait(DEADLINE_S)
+        # recalls keeping their worker busy never stop the indexer
+        rows_of(batcher.embed(docs, priority=Priority.BULK), docs)
+        assert not recall.done()
+        cues.gate.set()
+        rows_of(recall.result(), ["a recall held in its call"])
+    assert documented.calls == [docs[0:4], docs[4:8], docs[8:]]
 
 
 def test_a_failing_bulk_piece_fails_its_caller_only() -> None:
-    held = HeldEmbedder()
+    cues, held = free_embedder(), HeldEmbedder()
     docs = documents(12)
     docs[4] = docs[4].replace("budget", "boom!!")  # the same length: the order stands
     cue = "budget review"
-    with BatchingEmbedder(held, bulk_chunk=4) as batcher:
+    with BatchingEmbedder(cues, bulk=held, bulk_chunk=4) as batcher:
         indexing = bulk(batcher, docs)
         assert held.entered.wait(DEADLINE_S)
-        recall = interactive(batcher, [cue])
-        wait_until(lambda: batcher.queued()[0] == 1)
+        rows_of(interactive(batcher, [cue]).result(), [cue])
         held.gate.set()
-        rows_of(recall.result(), [cue])
         assert isinstance(indexing.result(), ValueError)
         assert batcher.queued() == (0, 0)
         rows_of(batcher.embed(["after"], priority=Priority.BULK), ["after"])
-    # the shared call failed, so each piece ran alone; the rest of the bulk was dropped
-    assert held.calls[:4] == [docs[:4], [cue, docs[4]], [cue], [docs[4]]]
-    assert held.calls[4:] == [["after"]]
+    # the failing piece ran alone and failed; the rest of that request was dropped
+    assert held.calls == [docs[:4], docs[4:8], ["after"]]
+
+
+def test_a_failing_shared_bulk_call_is_retried_piece_by_piece() -> None:
+    held = HeldEmbedder()
+    failing, fine = ["a doc to boom"], ["fine one", "fine two"]
+    with BatchingEmbedder(free_embedder(), bulk=held, bulk_chunk=4) as batcher:
+        first = bulk(batcher, ["the first"])
+        assert held.entered.wait(DEADLINE_S)
+        doomed = bulk(batcher, failing)
+        wait_until(lambda: batcher.queued() == (0, 1))
+        kept = bulk(batcher, fine)
+        wait_until(lambda: batcher.queued() == (0, 2))
+        held.gate.set()
+        rows_of(first.result(), ["the first"])
+        assert isinstance(doomed.result(), ValueError)
+        rows_of(kept.result(), fine)
+    # the two queued requests shared a call, which failed; then each ran alone
+    assert held.calls == [["the first"], failing + fine, failing, fine]
+
+
+def test_the_bulk_embedder_must_make_the_same_vectors() -> None:
+    other = HashingEmbedder()
+    other.name = "another model"
+    with pytest.raises(ValueError, match="another model"):
+        BatchingEmbedder(HashingEmbedder(), bulk=other)
 
 
 def test_bulk_chunk_must_be_positive() -> None:
