@@ -74,14 +74,16 @@ MAX_BATCH: Final = 512
 """Jobs per group commit: large enough to amortise an fsync over many clients,
 small enough that one batch's LMDB transaction stays short."""
 
-MAX_BATCH_PLAN_S: Final = 0.005
+MAX_BATCH_PLAN_S: Final = 0.001
 """Planning time after which a batch that more than one namespace shares (in it or
 waiting) takes no more jobs. Every namespace's writes wait for the whole batch
 they are in to be planned and synced, so this bounds what a busy tenant adds to
-a quiet one's latency: about one ordinary write's own time (a few milliseconds),
-where 0.1 s let a busy tenant's batch multiply a quiet one's ENCODE latency
-twenty-five times. A batch of one namespace alone is not cut: nobody waits on it,
-and its group commit still takes up to :data:`MAX_BATCH` jobs per fsync."""
+a quiet one's latency: about the planning of one ordinary write, so that a quiet
+write waits for little more than the fsyncs of the batch in hand and its own (0.1 s
+let a busy tenant's batch multiply a quiet one's ENCODE latency twenty-five times;
+5 ms still tripled it under a flood of ENCODEs). A batch of one namespace alone is
+not cut: nobody waits on it, and its group commit still takes up to
+:data:`MAX_BATCH` jobs per fsync."""
 
 MAX_GROW_ATTEMPTS: Final = 8
 """Map doublings tried for one batch before giving up with UNAVAILABLE."""
