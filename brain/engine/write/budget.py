@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from brain.errors import OverBudget
+from brain.errors import InvalidArgument, OverBudget
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
@@ -33,21 +33,35 @@ TXN_BUDGET: Final = 65_536
 """About 64 MiB buffered by one transaction, held in memory until its commit."""
 
 
-def _payload_bytes(value: object) -> int:
+def _payload_bytes(value: object, field: str) -> int:
+    """The bytes ``value`` (found at ``field``) will take; INVALID_ARGUMENT for a
+    string that is not Unicode text (a lone surrogate, which only a request built in
+    this process can hold: the wire admits valid UTF-8 alone). Refused here, in the
+    caller's thread, it can never reach the writer and fail a batch other writes
+    share."""
     if isinstance(value, str):
-        return len(value.encode("utf-8"))
+        try:
+            return len(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"{field} is not valid Unicode text (a lone surrogate at {exc.start})",
+                field=field,
+            ) from None
     if isinstance(value, bytes):
         return len(value)
     if isinstance(value, dict):
-        return sum(_payload_bytes(k) + _payload_bytes(v) for k, v in value.items())
+        return sum(
+            _payload_bytes(k, field) + _payload_bytes(v, f"{field}.{k}" if field else str(k))
+            for k, v in value.items()
+        )
     if isinstance(value, list | tuple):
-        return sum(_payload_bytes(v) for v in value)
+        return sum(_payload_bytes(v, field) for v in value)
     return 8
 
 
 def estimate_write(opcode: Opcode, request: Message) -> int:
-    """The cost units of one write."""
-    return BASE_WRITE_COST + _payload_bytes(request.to_wire()) // BYTES_PER_UNIT
+    """The cost units of one write; INVALID_ARGUMENT for text that is not Unicode."""
+    return BASE_WRITE_COST + _payload_bytes(request.to_wire(), "") // BYTES_PER_UNIT
 
 
 def check_write(opcode: Opcode, request: Message, *, already: int = 0, budget: int) -> int:

@@ -385,7 +385,8 @@ class Writer:
         """The batch's jobs, round-robin across the lanes, each appended to ``jobs``
         as it is handed out; it ends at :data:`MAX_BATCH` jobs, when no job waits but
         held lanes' (:meth:`_held`), or once planning has run
-        :data:`MAX_BATCH_PLAN_S` in a batch lanes share. Lazy, so that what
+        :data:`MAX_BATCH_PLAN_S` in a batch lanes share or while another namespace
+        is active (:meth:`_others_active`). Lazy, so that what
         arrives while the batch is planned can still join it; the time from
         handing a job out to the next draw is its planning, which the pacing
         counts to its lane."""
@@ -397,7 +398,7 @@ class Writer:
             if (
                 jobs
                 and time.monotonic() - started >= MAX_BATCH_PLAN_S
-                and self._lanes.shared(served)
+                and (self._lanes.shared(served) or self._others_active(served))
             ):
                 return
             picked = self._lanes.take(self._held)
@@ -415,6 +416,13 @@ class Writer:
             yield job
             done = pacing.now()
             pacing.spent(lane, done - handed, done)
+
+    def _others_active(self, served: set[Lane]) -> bool:
+        """Whether a namespace other than the batch's is active (it sent a request in
+        the last moments): its next write may come while this batch is planned, and
+        then waits for the whole of it, so the batch is cut as if it were shared."""
+        activity = self._pacing.activity
+        return any(lane is not None and activity.others_active(lane) for lane in served)
 
     def _serve(self) -> None:
         """One batch of writes as one group commit, then the maintenance work taken

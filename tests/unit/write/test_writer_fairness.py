@@ -95,6 +95,28 @@ def test_a_shared_batch_stops_once_planning_ran_its_time(db: Database) -> None:
     assert [ns for ns, _ in planned] == [BUSY, QUIET] * 3
 
 
+def test_a_batch_is_cut_as_shared_while_another_namespace_is_active(db: Database) -> None:
+    """The quiet tenant has no write queued, but it is active (its reads, say): its
+    next write could come at any moment and would wait for the whole batch in hand,
+    so the busy tenant's batch ends once planning ran its time, as a shared one."""
+    planned: list[int] = []
+
+    def slow_write(n: int) -> Callable[[PlanContext], Outcome]:
+        def plan(ctx: PlanContext) -> Outcome:
+            time.sleep(MAX_BATCH_PLAN_S)
+            planned.append(db.writer.batches)
+            request = Encode(request_id=rid(), text=f"busy slow write {n}")
+            return plan_single(ctx, BUSY, Opcode.ENCODE, request)
+
+        return plan
+
+    with writer_held(db):
+        db.writer.activity.touch(QUIET)
+        writes = [db.writer.submit(slow_write(n), BUSY) for n in range(3)]
+    assert all(f.result() for f in writes)
+    assert planned == sorted(set(planned))  # one batch each
+
+
 def test_maintenance_runs_after_the_next_batch_not_after_the_backlog(db: Database) -> None:
     with writer_held(db):
         busy = [encode(db, BUSY, f"busy write {n}") for n in range(BACKLOG)]
