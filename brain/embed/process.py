@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from brain import cbor
-from brain.embed import EMBEDDER_KINDS, ModelMissing, check_texts
+from brain.embed import EMBEDDER_KINDS, Embedder, ModelMissing, check_texts
 from brain.embed.batching import EmbedderClosed
 from brain.embed.worker import (
     ERROR,
@@ -117,7 +117,15 @@ class ProcessEmbedder:
     dimensions: int
     name: str
 
-    def __init__(self, kind: str, *, model_dir: Path | None = None) -> None:
+    def __init__(
+        self, kind: str, *, model_dir: Path | None = None, like: Embedder | None = None
+    ) -> None:
+        """Without ``like``, wait until the child is ready (its failure raises here).
+        With ``like``, the embedder of this process the child must match (a server's
+        own model, loaded already), return at once and let the child load the model
+        while the server goes on starting: the first call waits for it, and raises
+        what the constructor would have, or :class:`EmbedWorkerFailed` when the child
+        embeds with another name or length than ``like``."""
         if kind not in EMBEDDER_KINDS:
             raise ValueError(
                 f"unknown embedder kind {kind!r}; choose one of {', '.join(EMBEDDER_KINDS)}"
@@ -126,7 +134,13 @@ class ProcessEmbedder:
         self.model_dir = model_dir
         self._lock = threading.Lock()
         self._closed = False
-        process, self.name, self.dimensions = self._start()
+        self._unready = False
+        """The child is started but its READY frame is not read yet (``like`` given)."""
+        if like is None:
+            process, self.name, self.dimensions = self._start()
+        else:
+            self.name, self.dimensions = like.name, like.dimensions
+            process, self._unready = self._spawn(), True
         self._process: subprocess.Popen[bytes] | None = process
 
     @property
@@ -157,6 +171,15 @@ class ProcessEmbedder:
             process = self._process
             if process is None:
                 process = self._process = self._restart()
+            elif self._unready:
+                # Until it proves ready: after a failure the next call starts anew.
+                self._process, self._unready = None, False
+                try:
+                    self._check_like(self._ready(process))
+                except EmbedWorkerFailed:
+                    _stop(process)
+                    raise
+                self._process = process
             return self._call(process, request, len(texts))
 
     def close(self) -> None:
@@ -188,12 +211,22 @@ class ProcessEmbedder:
 
     def _start(self) -> tuple[subprocess.Popen[bytes], str, int]:
         """Start a child and wait for its READY frame: the process, name, dimensions."""
+        process = self._spawn()
+        name, dimensions = self._ready(process)
+        return process, name, dimensions
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        """Start a child (it loads the model, then sends READY)."""
         command = [sys.executable, "-m", "brain.embed.worker", self.kind]
         if self.model_dir is not None:
             command += ["--model-dir", str(self.model_dir)]
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": _SOURCE_ROOT + (os.pathsep + path if path else "")}
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def _ready(self, process: subprocess.Popen[bytes]) -> tuple[str, int]:
+        """Wait for the child's READY frame: its name and dimensions. A child that
+        sends anything else is stopped, and its failure raised."""
         try:
             answer = read_frame(_pipe(process.stdout))
         except (OSError, EOFError, ValueError):
@@ -201,7 +234,7 @@ class ProcessEmbedder:
         if answer is not None and answer[:1] == bytes((READY,)):
             name, dimensions = _decode_pair(answer[1:])
             if isinstance(name, str) and isinstance(dimensions, int):
-                return process, name, dimensions
+                return name, dimensions
         code = _stop(process)
         if answer is not None and answer[:1] == bytes((ERROR,)):
             kind, message = _decode_pair(answer[1:])
@@ -218,14 +251,22 @@ class ProcessEmbedder:
 
     def _restart(self) -> subprocess.Popen[bytes]:
         """A new child in place of one that died; it must embed as the first did."""
-        process, name, dimensions = self._start()
-        if (name, dimensions) != (self.name, self.dimensions):
+        process = self._spawn()
+        try:
+            self._check_like(self._ready(process))
+        except EmbedWorkerFailed:
             _stop(process)
+            raise
+        return process
+
+    def _check_like(self, found: tuple[str, int]) -> None:
+        """EmbedWorkerFailed unless the child embeds as this embedder says it does."""
+        name, dimensions = found
+        if (name, dimensions) != (self.name, self.dimensions):
             raise EmbedWorkerFailed(
-                f"the new embedding process embeds with {name!r} ({dimensions} dimensions), "
+                f"the embedding process embeds with {name!r} ({dimensions} dimensions), "
                 f"not {self.name!r} ({self.dimensions})"
             )
-        return process
 
     def _call(
         self, process: subprocess.Popen[bytes], request: bytes, count: int

@@ -177,7 +177,7 @@ class Database:
                 activity=Activity(),
             )
             writer.start()
-            embedder = BatchingEmbedder(model, bulk=_bulk_embedder(opts))
+            embedder = BatchingEmbedder(model, bulk=_bulk_embedder(opts, model))
             indexes = VectorIndexes(root / "index", embedder.dimensions)
             indexer = Indexer(store, writer, embedder, indexes)
             wake.append(indexer.notify)
@@ -386,14 +386,15 @@ class Database:
         self.close()
 
 
-def _bulk_embedder(opts: DatabaseOptions) -> Embedder | None:
+def _bulk_embedder(opts: DatabaseOptions, model: Embedder) -> Embedder | None:
     """What embeds the indexer's documents: for MiniLM a child process at a lower OS
     priority, so that their embedding never takes the CPU from the threads answering
-    clients (spec/04-retrieval.md §3); None, the model itself, for the hashing
-    embedder of the tests (microseconds a text)."""
+    clients (spec/04-retrieval.md §3), which loads its model while the database opens
+    and must embed like ``model``; None, the model itself, for the hashing embedder
+    of the tests (microseconds a text)."""
     if opts.embedder != "minilm":
         return None
-    return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir)
+    return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir, like=model)
 
 
 def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:

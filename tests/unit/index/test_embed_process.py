@@ -214,6 +214,41 @@ def test_a_child_that_dies_before_it_is_ready_names_its_exit(
     assert embedding_children() == []
 
 
+def test_a_child_started_like_an_embedder_is_awaited_at_its_first_call(tmp_path: Path) -> None:
+    """Given the embedder it must match, the constructor returns without waiting for
+    the child, which loads its model meanwhile; the first call waits for it and
+    raises what the constructor would have."""
+    like = HashingEmbedder()
+    with ProcessEmbedder("hashing", like=like) as child:
+        assert (child.name, child.dimensions) == (like.name, like.dimensions)
+        assert np.array_equal(child.embed(TEXTS[:3]), like.embed(TEXTS[:3]))
+    nowhere = tmp_path / "no-model"
+    minilm_like = HashingEmbedder()
+    minilm_like.name = "all-MiniLM-L6-v2"
+    unloadable = ProcessEmbedder("minilm", model_dir=nowhere, like=minilm_like)
+    try:  # the child's failure to load is not the constructor's
+        with pytest.raises(ModelMissing):
+            unloadable.embed(["a text"])
+    finally:
+        unloadable.close()
+    assert embedding_children() == []
+
+
+def test_a_child_that_embeds_unlike_its_model_is_refused_and_replaced() -> None:
+    """A child whose embedder differs from the one it was started like fails the first
+    call, and is stopped; every later call starts a child that must match too."""
+    wrong = HashingEmbedder()
+    wrong.dimensions = 12
+    child = ProcessEmbedder("hashing", like=wrong)
+    try:
+        for _ in range(2):
+            with pytest.raises(EmbedWorkerFailed, match="not 'hashing"):
+                child.embed(["a text"])
+    finally:
+        child.close()
+    assert embedding_children() == []
+
+
 # --- priority and lifetime -----------------------------------------------------------------
 
 
@@ -284,11 +319,11 @@ def test_a_minilm_database_embeds_its_documents_in_a_child_at_lower_priority(
     folder = minilm_dir()
     db = brain.open(tmp_path / "d", DatabaseOptions(embedder="minilm", model_dir=folder))
     try:
-        (child,) = embedding_children()
-        server = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, child) == min(server + BULK_EMBED_NICE, MAX_NICE)
         db.submit(NS, Opcode.ENCODE, Encode(request_id=rid(), text="bees in the garden")).result()
         assert db.wait_indexed(INDEX_WAIT_S)
+        (child,) = embedding_children()  # it has embedded: it runs at its own priority
+        server = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, child) == min(server + BULK_EMBED_NICE, MAX_NICE)
         answer = db.execute(NS, Opcode.RECALL, Recall(cue="who keeps bees", top_k=3))
         assert isinstance(answer, RecallOk) and len(answer.hits) == 1
     finally:
