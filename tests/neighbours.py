@@ -97,8 +97,8 @@ MAX_FLOOD_P50_RATIO: Final = 5.0
 """The bound under a flood. The queues are fair (the writer's lanes and its pacing,
 the indexer serving waited scopes first, cues on their own worker, bulk embedding
 in a process of lower priority, limits per peer), but a quiet write still waits for
-the flood's write in hand and for one more fsync, and the flood's own client shares
-the two cores. On two cores the floods measured 1.6 to 3.7 times the quiet median,
+the batch in hand on the one writer, and the flood's own client shares the two
+cores. On two cores the floods measured 1.6 to 3.7 times the quiet median,
 where before the fixes the same attacks gave 25 to 150 times
 (spec/07-reliability.md §3)."""
 
