@@ -7,17 +7,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import lmdb
 import pytest
 
 import brain
 from brain import cbor
 from brain.engine.database import Database
-from brain.engine.wal import WriteAheadLog, encode_record
-from brain.errors import NotFound, Unavailable
-from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet
+from brain.engine.wal import encode_record
+from brain.errors import NotFound
+from brain.wire.messages.memory_ops import EncodeOk, MemoryGet
 from brain.wire.opcodes import Opcode
 from tests.request_ids import request_id as rid
+from tests.unit.write.store_behind import encode_applied, logged_request, store_behind
 
 APPLIED = 5
 """Memories both logged and applied before the crash (with the indexer's own records
@@ -30,29 +30,7 @@ LOGGED_ONLY = 3
 def _crashed_directory(root: Path) -> tuple[Path, list[int], int]:
     """A data directory whose WAL holds LOGGED_ONLY records the store never applied."""
     path = root / "crashed"
-    db = brain.open(path)
-    for n in range(APPLIED):
-        db.execute("default", Opcode.ENCODE, Encode(request_id=rid(n), text=f"applied {n}"))
-    assert db.wait_indexed()
-    applied = db.applied_lsn
-
-    def crash() -> None:
-        raise lmdb.Error("injected crash between the WAL fsync and the LMDB commit")
-
-    # The batch is logged and synced, then the LMDB commit "crashes".
-    db.writer.inject_fault_before_commit(crash)
-    futures = [
-        db.submit("default", Opcode.ENCODE, Encode(request_id=rid(100 + n), text=f"logged {n}"))
-        for n in range(LOGGED_ONLY)
-    ]
-    for future in futures:
-        with pytest.raises(Unavailable):
-            future.result()
-    db.close()
-    wal = WriteAheadLog.open(path / "wal")
-    records = list(wal.read_from(1))
-    wal.close()
-    assert len(records) >= applied + 1
+    applied, records = store_behind(path, APPLIED, LOGGED_ONLY)
     segment = sorted((path / "wal").glob("wal-*.log"))[-1]
     data = segment.read_bytes()
     # Byte offsets where each logged-only record starts, then the end of the file.
@@ -81,15 +59,10 @@ def test_cut_at_every_byte_of_the_unapplied_tail(tmp_path: Path) -> None:
             # The indexer may write as soon as the database is open: at least this.
             assert db.applied_lsn >= applied + whole, cut
             for n in range(APPLIED):
-                got = db.execute(
-                    "default", Opcode.ENCODE, Encode(request_id=rid(n), text=f"applied {n}")
-                )
-                assert isinstance(got, EncodeOk)
+                encode_applied(db, n)
             present = 0
             for n in range(logged):
-                retried = db.submit(
-                    "default", Opcode.ENCODE, Encode(request_id=rid(100 + n), text=f"logged {n}")
-                ).result()
+                retried = db.submit("default", Opcode.ENCODE, logged_request(n)).result()
                 answer = EncodeOk.from_wire(cbor.decode(retried))
                 if answer.lsn <= applied + whole:
                     present += 1  # recovered: the retry got the logged answer back

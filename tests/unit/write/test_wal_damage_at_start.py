@@ -12,58 +12,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import lmdb
 import pytest
 
 import brain
 from brain import cbor
 from brain.engine.database import Database
-from brain.engine.wal import WalCorruption, WalRecord, WriteAheadLog, encode_record, truncate_at
-from brain.errors import Unavailable
-from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet
+from brain.engine.wal import WalCorruption, WriteAheadLog, encode_record, truncate_at
+from brain.wire.messages.memory_ops import EncodeOk, MemoryGet
 from brain.wire.opcodes import Opcode
-from tests.request_ids import request_id as rid
+from tests.unit.write.store_behind import encode_applied, logged_request, store_behind
 from tests.unit.write.test_wal import digest, encode_v1_record, encode_v1_segment_header
 
 APPLIED = 4
 """Memories logged and applied before the fault."""
-
-
-def _encode(db: Database, n: int) -> EncodeOk:
-    answer = db.execute("default", Opcode.ENCODE, Encode(request_id=rid(n), text=f"memory {n}"))
-    assert isinstance(answer, EncodeOk)
-    return answer
-
-
-def _store_behind(path: Path, logged_only: int) -> tuple[int, list[WalRecord]]:
-    """A data directory whose WAL holds ``logged_only`` writes the store never applied.
-
-    The writes are logged and synced, then the LMDB commit fails: the state a power
-    loss leaves when it rolls LMDB back by a commit. Returns the applied LSN and every
-    record of the log.
-    """
-    db = brain.open(path)
-    for n in range(APPLIED):
-        _encode(db, n)
-    assert db.wait_indexed()
-    applied = db.applied_lsn
-
-    def crash() -> None:
-        raise lmdb.Error("injected failure between the WAL fsync and the LMDB commit")
-
-    db.writer.inject_fault_before_commit(crash)
-    futures = [
-        db.submit("default", Opcode.ENCODE, Encode(request_id=rid(100 + n), text=f"late {n}"))
-        for n in range(logged_only)
-    ]
-    for future in futures:
-        with pytest.raises(Unavailable):
-            future.result()
-    db.close()
-    with WriteAheadLog.open(path / "wal") as wal:
-        records = list(wal.read_from(wal.first_lsn))
-    assert records[-1].lsn == applied + logged_only
-    return applied, records
 
 
 def _last_segment(path: Path) -> Path:
@@ -80,7 +41,7 @@ def test_a_flipped_length_bit_in_the_last_record_refuses_with_the_store_behind(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "d"
-    applied, records = _store_behind(path, logged_only=1)
+    applied, records = store_behind(path, APPLIED, logged_only=1)
     segment = _last_segment(path)
     lsn = records[-1].lsn
     offset = segment.stat().st_size - len(encode_record(records[-1]))
@@ -99,9 +60,7 @@ def test_a_flipped_length_bit_in_the_last_record_refuses_with_the_store_behind(
     assert truncate_at(path / "wal", lsn) == 1
     with brain.open(path) as db:
         assert db.applied_lsn >= applied
-        retried = db.submit(
-            "default", Opcode.ENCODE, Encode(request_id=rid(100), text="late 0")
-        ).result()
+        retried = db.submit("default", Opcode.ENCODE, logged_request(0)).result()
         answer = EncodeOk.from_wire(cbor.decode(retried))
         assert answer.lsn > applied
         assert db.execute("default", Opcode.MEMORY_GET, MemoryGet(id=answer.memory_id))
@@ -111,7 +70,7 @@ def test_a_cut_in_an_applied_record_refuses_the_start_and_cuts_nothing(tmp_path:
     path = tmp_path / "d"
     with brain.open(path) as db:
         for n in range(APPLIED):
-            _encode(db, n)
+            encode_applied(db, n)
         assert db.wait_indexed()
         applied = db.applied_lsn
     with WriteAheadLog.open(path / "wal") as wal:
@@ -135,7 +94,7 @@ def test_a_data_directory_with_a_version_1_log_recovers_and_goes_on_in_version_2
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "d"
-    applied, records = _store_behind(path, logged_only=2)
+    applied, records = store_behind(path, APPLIED, logged_only=2)
     # The same log as a build of version 1 would have written it.
     wal = path / "wal"
     for segment in sorted(wal.glob("wal-*.log")):
@@ -150,14 +109,12 @@ def test_a_data_directory_with_a_version_1_log_recovers_and_goes_on_in_version_2
         # Recovery replayed the two version-1 records the store had not applied.
         assert db.applied_lsn >= applied + 2
         for n in range(2):
-            retried = db.submit(
-                "default", Opcode.ENCODE, Encode(request_id=rid(100 + n), text=f"late {n}")
-            ).result()
+            retried = db.submit("default", Opcode.ENCODE, logged_request(n)).result()
             assert EncodeOk.from_wire(cbor.decode(retried)).lsn <= applied + 2
-        new = _encode(db, 200)
+        new = encode_applied(db, 200)
     newest = _last_segment(path).read_bytes()
     assert int.from_bytes(newest[8:10], "big") == 2  # new records: the current layout
     with brain.open(path) as db:
         assert db.execute("default", Opcode.MEMORY_GET, MemoryGet(id=new.memory_id))
         for n in range(APPLIED):
-            assert _encode(db, n).lsn <= applied
+            assert encode_applied(db, n).lsn <= applied
