@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from brain import cbor
-from brain.embed.batching import BatchingEmbedder, Priority
+from brain.embed.batching import BULK_CHUNK_TEXTS, BatchingEmbedder, Priority
 from brain.engine.index import lexical
 from brain.engine.index.backlog import (
     EMBED_BACKLOG_COUNTED,
@@ -90,7 +90,6 @@ __all__ = [
     "MAX_INDEX_BATCH",
     "MAX_WAITED_ROUNDS",
     "ROUND_CHUNK_CHARS",
-    "ROUND_CHUNK_TEXTS",
     "Indexer",
 ]
 
@@ -113,9 +112,6 @@ ROUND_CHUNK_CHARS: Final = 1_000
 as many short ones; short ones batched cost no more than alone). A round stops
 between two calls when a recall starts waiting on a scope it does not serve, so this
 bounds how long another tenant's indexing holds that recall back."""
-
-ROUND_CHUNK_TEXTS: Final = 32
-"""Texts per embedding call of a round at most: MiniLM's own forward-pass batch."""
 
 MAX_WAITED_ROUNDS: Final = 8
 """Rounds in a row that serve only the scopes recalls wait on, while other scopes
@@ -517,7 +513,7 @@ class Indexer:
 
 def _chunks(entries: list[_Entry]) -> list[list[_Entry]]:
     """``entries`` cut, in order, into embedding calls of at most
-    :data:`ROUND_CHUNK_CHARS` characters and :data:`ROUND_CHUNK_TEXTS` texts (a
+    :data:`ROUND_CHUNK_CHARS` characters and :data:`BULK_CHUNK_TEXTS` texts (a
     longer text alone); texts of like length are kept together, so each call pads
     little."""
     chunks: list[list[_Entry]] = []
@@ -525,7 +521,7 @@ def _chunks(entries: list[_Entry]) -> list[list[_Entry]]:
     chars = 0
     for entry in entries:
         size = len(entry.text or "")
-        if current and (chars + size > ROUND_CHUNK_CHARS or len(current) >= ROUND_CHUNK_TEXTS):
+        if current and (chars + size > ROUND_CHUNK_CHARS or len(current) >= BULK_CHUNK_TEXTS):
             chunks.append(current)
             current, chars = [], 0
         current.append(entry)

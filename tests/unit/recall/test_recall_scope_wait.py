@@ -24,14 +24,13 @@ from numpy.typing import NDArray
 
 import brain
 from brain import cbor
-from brain.embed.batching import BatchingEmbedder, Priority
+from brain.embed.batching import BULK_CHUNK_TEXTS, BatchingEmbedder, Priority
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.index.indexer import (
     MAX_INDEX_BATCH,
     MAX_WAITED_ROUNDS,
     RETRY_DELAY_S,
     ROUND_CHUNK_CHARS,
-    ROUND_CHUNK_TEXTS,
 )
 from brain.engine.index.vectors import EMBED_QUEUE
 from brain.engine.store.scope import Scope
@@ -244,7 +243,7 @@ def test_a_round_stops_between_calls_for_a_recall_on_another_scope(tmp_path: Pat
         assert [hit.id for hit in answer.hits] == [mine]
         assert answer.coverage.embed_backlog is None
         first, following = gated.calls[0], gated.calls[1]
-        assert 1 < len(first) <= ROUND_CHUNK_TEXTS
+        assert 1 < len(first) <= BULK_CHUNK_TEXTS
         assert sum(len(text) for text in first) <= ROUND_CHUNK_CHARS + len(first[0])
         assert following == ["the quiet tenant keeps bees"]
         assert db.wait_indexed()  # and the flood is still indexed, every document
