@@ -15,6 +15,7 @@ SUITES: Final = {
     "embed": "bench.embed",
     "scale": "bench.scale",
     "quality": "bench.quality",
+    "locomo": "bench.locomo",
     "durability": "bench.durability",
     "report": "bench.report",
 }

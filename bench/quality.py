@@ -48,10 +48,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.metadata
 import json
-import math
 import os
 import platform
 import tempfile
@@ -59,19 +56,18 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import brain
 from bench import cranfield, harness, metrics
+from bench.latency import latency_ms
+from bench.peers.bm25s_english import NAME as PEER
+from bench.peers.bm25s_english import EnglishBm25
 from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
-
-# Untyped third-party modules, loaded by name so that mypy --strict needs no ignore.
-bm25s: Any = importlib.import_module("bm25s")
-Stemmer: Any = importlib.import_module("Stemmer")
 
 __all__ = [
     "EMBEDDER",
@@ -123,10 +119,6 @@ REQUEST_ID_PREFIX: Final = b"cranfield"
 _REQUEST_ID_BYTES: Final = 16
 """Request ids are 16 bytes on the wire (spec/01-wire.md §2)."""
 
-LATENCY_PERCENTILES: Final = (0.50, 0.95)
-"""RECALL latency reported per mode: the median and the tail a user notices."""
-
-_MS: Final = 1e3
 _ROUND: Final = 4
 """Decimal places kept for scores in the JSON: differences below 1e-4 are noise here."""
 
@@ -139,15 +131,6 @@ MODES: Final[Mapping[str, ArmWeights | None]] = {
 
 SINGLE_ARMS: Final = ("lexical", "semantic")
 """The modes the hybrid is measured against."""
-
-PEER: Final = "bm25s"
-"""The reference system of spec/08-benchmarks.md's quality row."""
-
-PEER_STOPWORDS: Final = "en"
-"""bm25s's English stop-word list, as its documentation's examples use."""
-
-PEER_STEMMER: Final = "english"
-"""The Snowball stemmer bm25s's documentation pairs it with (PyStemmer)."""
 
 METRICS: Final = (("ndcg_at_10", "nDCG@10"), ("recall_at_100", "recall@100"))
 """Each scored metric's JSON key and its name in the summary rows."""
@@ -322,12 +305,7 @@ def run_peer(
     text_of = {doc.doc_id: doc.text for doc in documents}
     memories = list(corpus.docs_by_memory)
     texts = [text_of[corpus.docs_by_memory[memory][0]] for memory in memories]
-    stemmer = Stemmer.Stemmer(PEER_STEMMER)
-    started = time.perf_counter()
-    tokens = bm25s.tokenize(texts, stopwords=PEER_STOPWORDS, stemmer=stemmer, show_progress=False)
-    retriever = bm25s.BM25()
-    retriever.index(tokens, show_progress=False)
-    index_s = time.perf_counter() - started
+    peer = EnglishBm25(texts)
     depth = min(TOP_K, len(memories))
     ndcg: dict[int, float] = {}
     recall: dict[int, float] = {}
@@ -335,17 +313,12 @@ def run_peer(
     empty = 0
     for query in queries:
         started = time.perf_counter()
-        asked = bm25s.tokenize(
-            query.text, stopwords=PEER_STOPWORDS, stemmer=stemmer, show_progress=False
-        )
-        found, scores = retriever.retrieve(asked, k=depth, show_progress=False)
+        found = peer.ranked(query.text, depth)
         latencies.append(time.perf_counter() - started)
         ranked: list[int] = []
         seen: set[int] = set()
-        for index, score in zip(found[0], scores[0], strict=True):
-            if score <= 0.0:
-                continue
-            fresh = [d for d in corpus.docs_by_memory[memories[int(index)]] if d not in seen]
+        for index in found:
+            fresh = [d for d in corpus.docs_by_memory[memories[index]] if d not in seen]
             seen.update(fresh)
             ranked.extend(fresh)
         empty += not ranked
@@ -355,30 +328,9 @@ def run_peer(
         relevant = [doc for doc, gain in gains.items() if gain > 0]
         ndcg[query.query_id] = metrics.ndcg_at_k(ranked, gains, metrics.NDCG_DEPTH)
         recall[query.query_id] = metrics.recall_at_k(ranked, relevant, metrics.RECALL_DEPTH)
-    config: dict[str, object] = {
-        "name": PEER,
-        "version": importlib.metadata.version("bm25s"),
-        "tokenizer": f"bm25s.tokenize, stopwords={PEER_STOPWORDS!r}, PyStemmer {PEER_STEMMER!r}",
-        "method": retriever.method,
-        "idf_method": retriever.idf_method,
-        "k1": retriever.k1,
-        "b": retriever.b,
-        "backend": retriever.backend,
-        "top_k": depth,
-        "zero_scores": "left out",
-        "index_seconds": round(index_s, 3),
-    }
+    config: dict[str, object] = {**peer.config(), "top_k": depth}
     result = ModeResult(ndcg=ndcg, recall=recall, latencies_s=tuple(latencies), empty_answers=empty)
     return result, config
-
-
-def _percentile_ms(samples: Sequence[float], fraction: float) -> float:
-    """The nearest-rank percentile of ``samples`` (seconds), in milliseconds."""
-    if not samples:
-        return math.nan
-    ordered = sorted(samples)
-    index = max(0, math.ceil(fraction * len(ordered)) - 1)
-    return round(ordered[index] * _MS, 3)
 
 
 def _mode_summary(result: ModeResult) -> dict[str, object]:
@@ -389,9 +341,7 @@ def _mode_summary(result: ModeResult) -> dict[str, object]:
         "recall_at_100": round(recall["mean"], _ROUND),
         "scored_queries": ndcg["count"],
         "empty_answers": result.empty_answers,
-        "latency_ms": {
-            f"p{round(p * 100)}": _percentile_ms(result.latencies_s, p) for p in LATENCY_PERCENTILES
-        },
+        "latency_ms": latency_ms(result.latencies_s),
     }
 
 
