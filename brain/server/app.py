@@ -107,6 +107,7 @@ class Server:
             # Nothing is served from the wire port half-recovered: it opens after this.
             options = DatabaseOptions(
                 resolution=self.config.entities.resolution(),
+                extractors=self.config.entities.chosen_extractors(),
                 embedder=self.config.retrieval.embedder,
                 model_dir=self.config.retrieval.model_path,
                 index_wait_s=self.config.retrieval.index_wait_s,

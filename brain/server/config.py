@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from brain.embed import DEFAULT_KIND, EMBEDDER_KINDS
+from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor, extractors_named
 from brain.engine.write.tuning import (
     AMBIGUITY_MARGIN,
     DEFAULT_INDEX_WAIT_S,
@@ -98,10 +99,18 @@ class EntitiesConfig:
     """Lowest fuzzy score (rapidfuzz ratio / 100) a name still matches at."""
     ambiguity_margin: float = AMBIGUITY_MARGIN
     """Two best candidates this close are a tie that a write sends to review."""
+    extractors: str = ",".join(e.name for e in DEFAULT_EXTRACTORS)
+    """What ENCODE runs to link the names a memory mentions: extractor names separated
+    by commas; empty turns it off."""
 
     def resolution(self) -> Resolution:
         """The engine's form of these settings."""
         return Resolution(self.fuzzy_threshold, self.ambiguity_margin)
+
+    def chosen_extractors(self) -> tuple[Extractor, ...]:
+        """The extractors ``extractors`` names (ValueError for an unknown one)."""
+        names = (name.strip() for name in self.extractors.split(","))
+        return extractors_named(name for name in names if name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,10 +280,7 @@ def _validate(config: Config) -> None:
         raise ConfigError("server.idle_timeout_s must be positive")
     if not server.data_dir:
         raise ConfigError("server.data_dir must not be empty")
-    try:
-        config.entities.resolution()
-    except ValueError as exc:
-        raise ConfigError(f"entities.{exc}") from None
+    _validate_entities(config.entities)
     if config.retrieval.embedder not in EMBEDDER_KINDS:
         kinds = ", ".join(EMBEDDER_KINDS)
         raise ConfigError(f"retrieval.embedder must be one of {kinds}")
@@ -282,3 +288,14 @@ def _validate(config: Config) -> None:
         raise ConfigError("retrieval.index_wait_s must not be negative")
     if config.log.level not in _LOG_LEVELS:
         raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")
+
+
+def _validate_entities(entities: EntitiesConfig) -> None:
+    try:
+        entities.resolution()
+    except ValueError as exc:
+        raise ConfigError(f"entities.{exc}") from None
+    try:
+        entities.chosen_extractors()
+    except ValueError as exc:
+        raise ConfigError(f"entities.extractors: {exc}") from None

@@ -176,6 +176,17 @@ def test_recall_json_and_render(server: ServerProcess) -> None:
     assert empty["abstained"] is True and empty["hits"] == []
     explained = brain(server, "explain 'quarterly report' --space recall").stdout
     assert "survivors per step" in explained and "timings" in explained
+    assert "fusion convex" in explained
+    ranked = brain(
+        server,
+        "explain 'quarterly report' --space recall --fusion rrf --rrf-k 30 --no-context "
+        "--no-named-time",
+    ).stdout
+    assert "fusion rrf, rrf_k 30" in ranked
+    held = brain_json(server, "recall 'quarterly report' --space recall --min-relevance 0.9999")
+    assert held["abstained"] is True and held["coverage"]["relevance_floor"] == 0.9999
+    refused = brain(server, "recall x --space recall --min-relevance 2", expect=2)
+    assert "min-relevance" in refused.stderr
 
 
 def test_entities_and_relations(server: ServerProcess) -> None:

@@ -185,14 +185,17 @@ def test_explain_counts_every_step_over_the_wire(server: ServerProcess) -> None:
     # beside it.
     assert sorted(shown) == [
         "coverage",
+        "fusion",
         "hits",
         "restored_by_as_of",
-        "rrf_k",
         "survivors",
         "timings_us",
     ]
     assert shown["restored_by_as_of"] == answer.explain.restored_by_as_of
-    assert shown["rrf_k"] == 60
+    assert shown["fusion"] == "convex"
+    assert all("arm_scores" in hit for hit in shown["hits"])
+    status, ranked = _admin(server, "/v1/explain", {**body, "rrf_k": 30})
+    assert status == 200 and (ranked["fusion"], ranked["rrf_k"]) == ("rrf", 30)
     assert sorted(shown["timings_us"]) == sorted(
         ("embed", "semantic", "lexical", "graph", "fuse", "filter", "total")
     )

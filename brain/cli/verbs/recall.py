@@ -25,6 +25,7 @@ from brain.cli.verbs.statements import KINDS, confidence_arg
 from brain.cli.verbs.views import entity_ids, ref_text, statement_state, validity_text, value_text
 from brain.client.render import render_hits
 from brain.wire.messages.recall_ops import (
+    FUSIONS,
     MAX_TOP_K,
     Coverage,
     Explain,
@@ -59,6 +60,13 @@ def _rrf_k(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError(f"rrf-k is 1 or more, not {value}")
+    return value
+
+
+def _min_relevance(text: str) -> float:
+    value = float(text)
+    if not -1.0 <= value <= 1.0:
+        raise ValueError(f"min-relevance is a cosine similarity, -1 to 1, not {text}")
     return value
 
 
@@ -102,10 +110,31 @@ def _add_recall_options(parser: argparse.ArgumentParser) -> None:
         "--arms",
         type=argument(parse_arms),
         metavar="semantic=1,lexical=1,graph=0",
-        help="arm weights (0 turns an arm off; unnamed arms weigh 1)",
+        help="arm weights (0 turns an arm off; unnamed arms keep the server's weight)",
     )
     parser.add_argument(
-        "--rrf-k", type=argument(_rrf_k), metavar="K", help="fusion constant (default 60)"
+        "--fusion",
+        choices=FUSIONS,
+        help="convex (the default: weighted sum of scaled scores) or rrf (reciprocal rank)",
+    )
+    parser.add_argument(
+        "--rrf-k", type=argument(_rrf_k), metavar="K", help="RRF's constant (default 60)"
+    )
+    parser.add_argument(
+        "--no-context",
+        action="store_true",
+        help="leave out the conversational context (neighbouring turns)",
+    )
+    parser.add_argument(
+        "--no-named-time",
+        action="store_true",
+        help="do not prefer records in the months or years the cue names",
+    )
+    parser.add_argument(
+        "--min-relevance",
+        type=argument(_min_relevance),
+        metavar="X",
+        help="abstain below this cosine similarity (-1: never; default: the server's floor)",
     )
     parser.add_argument(
         "--anchor", metavar="ENTITY", help="start the graph arm here (an id or exact name)"
@@ -155,7 +184,11 @@ def _recall_fields(ctx: VerbContext) -> dict[str, object]:
         "top_k": args.top_k,
         "entity_anchor": anchor,
         "arms": args.arms,
+        "fusion": args.fusion,
         "rrf_k": args.rrf_k,
+        "context": False if args.no_context else None,
+        "named_time": False if args.no_named_time else None,
+        "min_relevance": args.min_relevance,
         "records": args.records,
         "kinds": args.kinds,
         "predicates": tuple(args.predicates) if args.predicates else None,
@@ -305,4 +338,5 @@ def _show_explain(printer: Printer, explain: Explain) -> None:
     ):
         stages.add_row(cell(name), cell(micros))
     printer.show(Columns([steps, stages]))
-    printer.line(f"restored by as_of: {explain.restored_by_as_of}; rrf_k {explain.rrf_k}")
+    fusion = explain.fusion if explain.rrf_k is None else f"{explain.fusion}, rrf_k {explain.rrf_k}"
+    printer.line(f"restored by as_of: {explain.restored_by_as_of}; fusion {fusion}")

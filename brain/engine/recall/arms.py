@@ -1,8 +1,9 @@
 """The three arms as RECALL runs them (spec/04-retrieval.md §2 to §4).
 
-Each arm contributes its best :func:`arm_candidates` documents, as document
-keys, best first: semantic (the cue's embedding, or the request's ``vector``,
-against the scope's HNSW index), lexical (BM25 over the postings under the
+Each arm contributes its best :func:`arm_candidates` documents, as
+``(document key, score)`` pairs, best first: semantic (the cue's embedding, or
+the request's ``vector``, against the scope's HNSW index, scored by cosine
+similarity), lexical (BM25 over the postings under the
 scope's prefix, :mod:`brain.engine.index.lexical`) and graph (the entities the
 cue names and the ``entity_anchor``, :mod:`brain.engine.recall.graph`). No
 arm filters its candidates: every one goes through fusion and is judged by
@@ -33,6 +34,7 @@ from brain.wire.messages.recall_ops import Recall
 
 __all__ = [
     "MIN_ARM_CANDIDATES",
+    "Scored",
     "arm_candidates",
     "graph_arm",
     "lexical_arm",
@@ -72,35 +74,37 @@ def query_vector(retrieval: Retrieval, request: Recall) -> NDArray[np.float32] |
     return np.asarray(vectors[0], dtype=np.float32)
 
 
+Scored = list[tuple[bytes, float]]
+"""An arm's answer: ``(document key, the arm's own score)``, best first."""
+
+
 def semantic_arm(
     ctx: ReadContext, scope: Scope, retrieval: Retrieval, vector: NDArray[np.float32], n: int
-) -> list[bytes]:
-    """The ``n`` documents nearest ``vector`` in the scope's index that the read can see."""
-    found: list[bytes] = []
+) -> Scored:
+    """The ``n`` documents nearest ``vector`` in the scope's index that the read can see,
+    each scored by its cosine similarity to ``vector`` (1 minus the index's distance)."""
+    found: Scored = []
     labels = ctx.store.table(VECTOR_LABELS)
-    for label, _ in retrieval.indexes.search(scope.prefix, vector, n):
+    for label, distance in retrieval.indexes.search(scope.prefix, vector, n):
         # The snapshot decides: a label it does not hold is a vector it cannot see.
         key = ctx.txn.get(scope.key(label.to_bytes(LABEL_BYTES, "big")), db=labels)
         if key is not None:
-            found.append(bytes(key))
+            # Clamped: float error can take a distance just below 0 or above 2.
+            found.append((bytes(key), min(1.0, max(-1.0, 1.0 - float(distance)))))
     return found
 
 
-def lexical_arm(
-    ctx: ReadContext, scope: Scope, retrieval: Retrieval, cue: str, n: int
-) -> list[bytes]:
-    """The ``n`` documents of the scope that BM25 ranks best for ``cue``."""
-    found = lexical.search(ctx.store, ctx.txn, scope, cue, n, cache=retrieval.postings)
-    return [key for key, _ in found]
+def lexical_arm(ctx: ReadContext, scope: Scope, retrieval: Retrieval, cue: str, n: int) -> Scored:
+    """The ``n`` documents of the scope that BM25 ranks best for ``cue``, with their BM25."""
+    return lexical.search(ctx.store, ctx.txn, scope, cue, n, cache=retrieval.postings)
 
 
-def graph_arm(
-    ctx: ReadContext, scope: Scope, request: Recall, filters: Filters, n: int
-) -> list[bytes]:
-    """The ``n`` statements best connected to the entities the cue names and the anchor."""
+def graph_arm(ctx: ReadContext, scope: Scope, request: Recall, filters: Filters, n: int) -> Scored:
+    """The ``n`` records best connected to the entities the cue names and the anchor."""
     starts = cue_entities(ctx.store, ctx.txn, scope, request.cue, ctx.resolution)
     if request.entity_anchor is not None:
         anchored = answers_as(ctx.store, ctx.txn, scope, ENTITY_TAG + request.entity_anchor)
         starts.add(anchored[1:])
-    found = graph_search(ctx.store, ctx.txn, scope, starts=starts, filters=filters, limit=n)
-    return [key for key, _ in found]
+    return graph_search(
+        ctx.store, ctx.txn, scope, starts=starts, filters=filters, limit=n, cue=request.cue
+    )

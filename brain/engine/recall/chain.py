@@ -35,6 +35,7 @@ __all__ = [
     "RECORD_TYPES",
     "Judged",
     "judge_candidates",
+    "memory_times",
     "recall_filters",
     "row_times",
     "survivors",
@@ -67,7 +68,9 @@ def recall_filters(request: Recall) -> Filters:
     )
 
 
-def _memory_times(row: dict[str, object]) -> RowTimes:
+def memory_times(row: dict[str, object]) -> RowTimes:
+    """What the chain judges of a memory row (an event at ``occurred_at``, else
+    ``recorded_at``; tombstoned at a soft forget, retracted once hard-forgotten)."""
     recorded = row["recorded_at"]
     assert isinstance(recorded, int)
     occurred = row.get("occurred_at")
@@ -89,7 +92,7 @@ def row_times(ctx: ReadContext, scope: Scope, key: bytes) -> RowTimes | None:
     """What the chain judges of the document ``key``; None when the snapshot lacks it."""
     if key[:1] == MEMORY_DOC:
         row = memory_row(ctx.store, ctx.txn, scope, key[1:])
-        return None if row is None else _memory_times(row)
+        return None if row is None else memory_times(row)
     try:
         return statement_times(get_loaded(ctx.store, ctx.txn, scope, key[1:], "id"))
     except NotFound:

@@ -1,4 +1,5 @@
-"""The graph arm (spec/04-retrieval.md §4): statements about the entities a cue names.
+"""The graph arm (spec/04-retrieval.md §4): statements about the entities a cue names,
+and memories that mention them.
 
 Starting entities (hop 0) are the ``entity_anchor`` and the entities the cue
 names: every run of one to :data:`MAX_NGRAM_WORDS` words of the cue is looked
@@ -12,34 +13,50 @@ candidate scoring ``1 / (h + 1)`` (its best), whatever the request's filters
 say of it: the filter chain judges the arm's candidates after fusion, like any
 other arm's, so EXPLAIN counts what it drops. Retracted statements are husks
 with nothing to show and are never candidates. Pending subjects are not in the
-graph; memories are not candidates of this arm.
+graph.
+
+Memories are candidates through the names their text mentions
+(:mod:`brain.engine.records.mentions`): those of the starting entities (each
+entity's name and aliases, which hold the names of entities merged into it),
+and any run of the cue that a memory mentions, whether an entity has that name
+or not. A memory scores by the rarity of what it mentions (:func:`_memory_scores`):
+idf = log(1 + N / df) per name, N the scope's memories with a mention and df
+those mentioning the name, summed over what the cue names and divided by that
+sum for the whole cue, so in (0, 1]; hard-forgotten memories are no longer in
+the index, softly forgotten ones are, and the filter chain judges them.
 
 The walk itself reaches the entities at hop ``h + 1`` through the relations
 and statements of the world the request asks about (:func:`walk_filters`):
 the other end of each relation, and of each statement with an entity object,
 that the request's time filters keep, up to hop :data:`MAX_HOPS`.
 
-Bounds: :data:`MAX_GRAPH_ENTITIES` entities per walk and
-:data:`MAX_EDGES_PER_ENTITY` relations and statements followed from one.
+Bounds: :data:`MAX_GRAPH_ENTITIES` entities per walk,
+:data:`MAX_EDGES_PER_ENTITY` relations and statements followed from one,
+:data:`MAX_MENTION_NAMES` names looked up in the mention index,
+:data:`MAX_MEMORIES_PER_NAME` memories read per name and
+:data:`MAX_MEMORY_CANDIDATES` memories scored.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import replace
 from typing import Final
 
 import lmdb
 from rapidfuzz import fuzz, process
 
-from brain.engine.index.documents import STATEMENT_DOC
+from brain.engine.extract.names import WORD, name_form
+from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC
 from brain.engine.records.entity_rows import (
     entity_row,
     exact_candidates,
+    index_names,
     is_live,
     normalise_name,
 )
 from brain.engine.records.filters import Filters, judge
+from brain.engine.records.mentions import memories_naming, mentioned_memories, name_frequency
 from brain.engine.records.refs import ENTITY_TAG, answers_as, keys_answering_as
 from brain.engine.records.relation_rows import edges_of, load_relation
 from brain.engine.records.resolution import name_index, numbers_agree
@@ -55,6 +72,9 @@ __all__ = [
     "MAX_EDGES_PER_ENTITY",
     "MAX_GRAPH_ENTITIES",
     "MAX_HOPS",
+    "MAX_MEMORIES_PER_NAME",
+    "MAX_MEMORY_CANDIDATES",
+    "MAX_MENTION_NAMES",
     "MAX_NGRAM_WORDS",
     "cue_entities",
     "graph_search",
@@ -76,12 +96,19 @@ MAX_GRAPH_ENTITIES: Final = 200
 """Entities one walk reaches: a hub two hops away must not make a recall read the graph."""
 MAX_EDGES_PER_ENTITY: Final = 1000
 """Relations and statements followed from one entity, as for RELATION_TRAVERSE."""
-
-_WORDS: Final = re.compile(r"\w[\w'.&-]*")
+MAX_MENTION_NAMES: Final = 1024
+"""Names looked up in the mention index per cue (the cue's runs and its entities' names
+and aliases): each is a counter read, and a cue names its entities early."""
+MAX_MEMORIES_PER_NAME: Final = 1000
+"""Memories read per name, oldest first: a name mentioned more often says little (its
+idf is the lowest of the cue's), and a recall must not read a whole scope for it."""
+MAX_MEMORY_CANDIDATES: Final = 5000
+"""Memories one recall scores, those of its rarest names first: the arm contributes at
+most ``max(3·top_k, 100)`` candidates, so more would be scored and never used."""
 
 
 def _ngrams(cue: str) -> list[str]:
-    words = _WORDS.findall(cue)
+    words = WORD.findall(cue)
     found: dict[str, None] = {}
     for size in range(MAX_NGRAM_WORDS, 0, -1):
         for start in range(len(words) - size + 1):
@@ -200,6 +227,86 @@ def _neighbours(
     return found
 
 
+def _cue_names(cue: str) -> list[str]:
+    """The cue's runs of one to :data:`MAX_NGRAM_WORDS` words, normalised as mentioned
+    names are (the last word without a possessive or final dot), longest first; at
+    most :data:`MAX_CUE_NGRAMS`."""
+    words = WORD.findall(cue)
+    found: dict[str, None] = {}
+    for size in range(MAX_NGRAM_WORDS, 0, -1):
+        for start in range(len(words) - size + 1):
+            last = name_form(words[start + size - 1])
+            normal = normalise_name(" ".join([*words[start : start + size - 1], last]))
+            if normal:
+                found.setdefault(normal, None)
+            if len(found) >= MAX_CUE_NGRAMS:
+                return list(found)
+    return list(found)
+
+
+def _name_groups(
+    store: Store, txn: lmdb.Transaction, scope: Scope, starts: list[bytes], cue: str
+) -> list[list[str]]:
+    """What the cue names, each as the normalised names a memory may mention it by:
+    one group per starting entity (its name and aliases, merged-away names among
+    them), then each run of the cue that is none of those names; at most
+    :data:`MAX_MENTION_NAMES` names in all."""
+    groups: list[list[str]] = []
+    claimed: set[str] = set()
+    for entity in starts:
+        names = sorted(index_names(entity_row(store, txn, scope, entity)) - claimed)
+        claimed.update(names)
+        groups.append(names)
+    groups += [[name] for name in _cue_names(cue) if name not in claimed]
+    bounded: list[list[str]] = []
+    room = MAX_MENTION_NAMES
+    for group in groups:
+        if room <= 0:
+            break
+        bounded.append(group[:room])
+        room -= len(bounded[-1])
+    return bounded
+
+
+def _memory_scores(
+    store: Store, txn: lmdb.Transaction, scope: Scope, starts: list[bytes], cue: str
+) -> dict[bytes, float]:
+    """The memories mentioning what the cue names, by document key, each scored by the
+    rarity of what it mentions (spec/04-retrieval.md §4): the sum over the groups of
+    :func:`_name_groups` it mentions of the greatest idf = log(1 + N / df) among the
+    names of the group it mentions, divided by the same sum for the whole cue (the
+    groups some memory mentions), so in (0, 1]."""
+    total = mentioned_memories(store, txn, scope)
+    if total <= 0:
+        return {}
+    weighed: list[tuple[float, list[tuple[float, str]]]] = []
+    for group in _name_groups(store, txn, scope, starts, cue):
+        rarity = []
+        for name in group:
+            df = name_frequency(store, txn, scope, name)
+            if df > 0:
+                rarity.append((math.log(1.0 + total / df), name))
+        if rarity:
+            rarity.sort(key=lambda item: (-item[0], item[1]))
+            weighed.append((rarity[0][0], rarity))
+    # The rarest first: when the candidate bound is reached, what is kept is the most telling.
+    weighed.sort(key=lambda item: -item[0])
+    matched: dict[bytes, float] = {}
+    for _, rarity in weighed:
+        best: dict[bytes, float] = {}
+        for idf, name in rarity:
+            for memory_id in memories_naming(store, txn, scope, name, MAX_MEMORIES_PER_NAME):
+                key = MEMORY_DOC + memory_id
+                if key in best or (key not in matched and len(matched) >= MAX_MEMORY_CANDIDATES):
+                    continue
+                best[key] = idf  # names in falling idf: the first is the best
+                matched.setdefault(key, 0.0)
+        for key, idf in best.items():
+            matched[key] += idf
+    whole = sum(weight for weight, _ in weighed)
+    return {key: score / whole for key, score in matched.items()}
+
+
 def graph_search(
     store: Store,
     txn: lmdb.Transaction,
@@ -208,10 +315,12 @@ def graph_search(
     starts: set[bytes],
     filters: Filters,
     limit: int,
+    cue: str = "",
 ) -> list[tuple[bytes, float]]:
-    """The ``limit`` best statements reached from ``starts``: ``(doc key, score)``,
-    best first, ties by key. ``filters`` are the request's: only the walk honours
-    them (:func:`walk_filters`); the candidates are left to the filter chain."""
+    """The ``limit`` best statements reached from ``starts`` and memories mentioning
+    them or the names ``cue`` holds: ``(doc key, score)``, best first, ties by key.
+    ``filters`` are the request's: only the walk honours them (:func:`walk_filters`);
+    the candidates are left to the filter chain."""
     walk = walk_filters(filters)
     hops = {answers_as(store, txn, scope, ENTITY_TAG + e)[1:]: 0 for e in starts}
     frontier = sorted(hops)
@@ -241,5 +350,8 @@ def graph_search(
             frontier.append(shown[1:])
         if not frontier or hop == MAX_HOPS:
             break
+    scores.update(
+        _memory_scores(store, txn, scope, sorted(e for e, h in hops.items() if h == 0), cue)
+    )
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0][1:], item[0]))
     return ranked[:limit]

@@ -21,6 +21,7 @@ from brain.engine.records.statements import get_loaded, to_message
 from brain.engine.store.scope import Scope
 from brain.engine.write.reads import ReadContext
 from brain.wire.messages.recall_ops import (
+    ArmScores,
     Explain,
     ExplainOk,
     ExplainRequest,
@@ -41,11 +42,20 @@ def _ranks(candidate: Candidate) -> Ranks:
     return Ranks(**candidate.ranks)
 
 
+def _arm_scores(candidate: Candidate) -> ArmScores:
+    return ArmScores(
+        **candidate.scores,
+        context=candidate.context or None,
+        named_time=candidate.named_time or None,
+    )
+
+
 def _explain(found: Search) -> Explain:
     return Explain(
         survivors=found.survivors,
         restored_by_as_of=found.restored,
-        rrf_k=found.rrf_k,
+        fusion=found.fusion.method,
+        rrf_k=found.fusion.rrf_k,
         timings_us=found.timings,
     )
 
@@ -74,12 +84,18 @@ def _hit(ctx: ReadContext, scope: Scope, request: Recall, candidate: Candidate) 
             id=candidate.key[1:],
             score=candidate.score,
             ranks=ranks,
+            arm_scores=_arm_scores(candidate),
             statement=statement,
             evidence=_evidence(ctx, scope, loaded.content),
         )
     memory = get_memory(ctx.store, ctx.txn, scope, candidate.key[1:])
     return Hit(
-        record="memory", id=candidate.key[1:], score=candidate.score, ranks=ranks, memory=memory
+        record="memory",
+        id=candidate.key[1:],
+        score=candidate.score,
+        ranks=ranks,
+        arm_scores=_arm_scores(candidate),
+        memory=memory,
     )
 
 
@@ -100,7 +116,10 @@ def read_explain(ctx: ReadContext, scope: Scope, request: ExplainRequest) -> Exp
     """EXPLAIN: RECALL's account, and its hits without their records."""
     found = search(ctx, scope, request, account=True)
     hits = tuple(
-        RankedHit(record=c.record, id=c.key[1:], score=c.score, ranks=_ranks(c)) for c in found.hits
+        RankedHit(
+            record=c.record, id=c.key[1:], score=c.score, ranks=_ranks(c), arm_scores=_arm_scores(c)
+        )
+        for c in found.hits
     )
     return ExplainOk(explain=_explain(found), coverage=found.coverage, hits=hits)
 

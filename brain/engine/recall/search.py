@@ -5,10 +5,14 @@
    candidates. An arm whose weight is 0 is not run; an empty cue runs only
    the arms that do not need it (the semantic arm with a ``vector``, the
    graph arm with an ``entity_anchor``).
-2. **Fusion** (:mod:`brain.engine.recall.fusion`): reciprocal-rank fusion,
-   ties by record id, then record type.
+2. **Fusion** (:mod:`brain.engine.recall.fusion`): a convex combination of the
+   arms' scaled scores, or reciprocal-rank fusion; ties by record id, then record
+   type; then the **conversational context** (:mod:`brain.engine.recall.context`)
+   lends part of each best memory's score to its neighbouring turns, and a time
+   the cue names (:mod:`brain.engine.recall.when`) raises the records in it.
 3. **The filter chain** (:mod:`brain.engine.recall.chain`) over every fused
-   candidate, in fused order, then the limit ``top_k``.
+   candidate, in fused order, then the limit ``top_k``, then the **relevance
+   floor** (:mod:`brain.engine.recall.relevance`).
 
 Every candidate an arm returns is looked up in the read's own snapshot, so a
 record another scope holds, or one the snapshot cannot see, never appears.
@@ -25,14 +29,18 @@ from typing import Final
 from brain.engine.index import lexical
 from brain.engine.index.service import Retrieval
 from brain.engine.recall.arms import (
+    Scored,
     arm_candidates,
     graph_arm,
     lexical_arm,
     query_vector,
     semantic_arm,
 )
-from brain.engine.recall.chain import judge_candidates, recall_filters, survivors
-from brain.engine.recall.fusion import ARMS, DEFAULT_RRF_K, Candidate, arm_weights, fuse
+from brain.engine.recall.chain import judge_candidates, recall_filters, row_times, survivors
+from brain.engine.recall.context import spread_context
+from brain.engine.recall.fusion import ARMS, Candidate, Fusion, fuse, fusion_of
+from brain.engine.recall.relevance import floor_of, relevance_of
+from brain.engine.recall.when import TIME_DEPTH, cue_spans, prefer_named_time
 from brain.engine.records.filters import Filters
 from brain.engine.store.scope import Scope
 from brain.engine.write.reads import ReadContext
@@ -56,7 +64,7 @@ class Search:
     coverage: Coverage
     survivors: Survivors
     restored: int
-    rrf_k: int
+    fusion: Fusion
     timings: Timings
 
 
@@ -87,10 +95,10 @@ def _run_arms(
     *,
     weights: dict[str, float],
     filters: Filters,
-) -> tuple[dict[str, list[bytes]], dict[str, int]]:
+) -> tuple[dict[str, Scored], dict[str, int]]:
     """Each arm's ranking (empty for an arm not run) and the microseconds each stage took."""
     n = arm_candidates(request.top_k or DEFAULT_TOP_K)
-    ranked: dict[str, list[bytes]] = {arm: [] for arm in ARMS}
+    ranked: dict[str, Scored] = {arm: [] for arm in ARMS}
     spent = dict.fromkeys(("embed", "semantic", "lexical", "graph"), 0)
     if weights["semantic"] > 0:
         clock = time.perf_counter()
@@ -116,9 +124,11 @@ def _coverage(
     scope: Scope,
     request: Recall,
     weights: dict[str, float],
-    ranked: dict[str, list[bytes]],
+    ranked: dict[str, Scored],
     *,
     backlog: int,
+    relevance: float | None,
+    floor: float | None,
 ) -> Coverage:
     return Coverage(
         space=scope.space,
@@ -132,6 +142,8 @@ def _coverage(
         as_of=request.as_of,
         valid_at=request.valid_at,
         min_confidence=request.min_confidence,
+        relevance=relevance,
+        relevance_floor=floor,
         embed_backlog=backlog or None,
     )
 
@@ -146,15 +158,23 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
     _check_as_of(ctx, request)
     retrieval = retrieval_of(ctx)
     top_k = request.top_k or DEFAULT_TOP_K
-    rrf_k = request.rrf_k or DEFAULT_RRF_K
-    weights = arm_weights(request)
+    fusion = fusion_of(request)
+    weights = fusion.weights
     filters = recall_filters(request)
     # Counted before the arms search the indexes, so that none means they saw it all.
     backlog = retrieval.indexer.embed_backlog(ctx.txn, scope.prefix)
     ranked, spent = _run_arms(ctx, scope, retrieval, request, weights=weights, filters=filters)
 
     clock = time.perf_counter()
-    order = fuse(ranked, weights, rrf_k)
+    order = fuse(ranked, fusion)
+    if request.context is not False:
+        order = spread_context(
+            ctx.store, ctx.txn, scope, order, filters=filters, records=request.records
+        )
+    spans = cue_spans(request.cue) if request.named_time is not False else []
+    if spans:
+        times = {c.key: row_times(ctx, scope, c.key) for c in order[:TIME_DEPTH]}
+        order = prefer_named_time(order, spans, times)
     fuse_us = _us(clock)
 
     clock = time.perf_counter()
@@ -164,8 +184,15 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
     filter_us = _us(clock)
 
     hits = judged.kept[:top_k]
+    ran = weights["semantic"] > 0 and (request.vector is not None or bool(request.cue.strip()))
+    floor = floor_of(request, retrieval.embedder.name, ran=ran, backlog=backlog)
+    relevance = relevance_of(hits, ranked["semantic"]) if ran else None
+    if floor is not None and relevance is not None and relevance < floor:
+        hits = []  # nothing here is about the cue: abstain, and say why in the coverage
     counts = survivors(judged, fused=len(order), limit=len(hits))
-    coverage = _coverage(ctx, scope, request, weights, ranked, backlog=backlog)
+    coverage = _coverage(
+        ctx, scope, request, weights, ranked, backlog=backlog, relevance=relevance, floor=floor
+    )
     timings = Timings(
         embed=spent["embed"],
         semantic=spent["semantic"],
@@ -176,4 +203,4 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
         total=_us(started),
     )
     retrieval.stats.record({arm: len(found) for arm, found in ranked.items()}, not hits)
-    return Search(hits, coverage, counts, judged.restored, rrf_k, timings)
+    return Search(hits, coverage, counts, judged.restored, fusion, timings)

@@ -1,17 +1,20 @@
 """The audit log (spec/02-data-model.md §9): an append-only entry for every forget,
-tombstone, retract, merge, unmerge and review decision.
+tombstone, retract, merge, unmerge, review decision and extraction.
 
 An entry records who (the key id of the request), what (the operation and the
 record ids), when (its record time) and why (the reason given, if any). An
 entry whose operation reached further records than it names (a forget that
 tombstones or retracts the statements citing the memory) lists those in
-``cascaded``. Its
+``cascaded``; an extraction adds its own fields (``details``: input hash,
+extractor, outputs as hashes, cost), never a name's text, so a later hard forget
+leaves no text in the log. Its
 key is ``scope ‖ recorded_at ‖ lsn ‖ entry id``: scoped like every key, and in
 time order within the scope. Entries are never changed or removed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from brain import cbor
@@ -21,6 +24,7 @@ from brain.engine.store.scope import Scope, namespace_id
 from brain.engine.store.tables import AUDIT
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.writer import PlanContext
+from brain.errors import Internal
 
 __all__ = ["DEFAULT_AUDIT_LIMIT", "MAX_AUDIT_LIMIT", "audit_entry", "read_audit"]
 
@@ -39,9 +43,12 @@ def audit_entry(
     *,
     reason: str | None = None,
     cascaded: list[bytes] | None = None,
+    details: Mapping[str, object] | None = None,
 ) -> Change:
     """One audit entry for a write planned in ``ctx``; ``cascaded`` names the records
-    the operation changed as a consequence (kept only when there are some)."""
+    the operation changed as a consequence (kept only when there are some);
+    ``details`` are the operation's own fields (an extraction's input, extractor,
+    outputs and cost), which never replace the fields every entry has."""
     entry: dict[str, object] = {
         "namespace": scope.namespace,
         "space": scope.space,
@@ -55,6 +62,11 @@ def audit_entry(
         entry["reason"] = reason
     if cascaded:
         entry["cascaded"] = cascaded
+    for field, value in (details or {}).items():
+        if field in entry:
+            # A planner passing one is a bug: the common fields are what the log is read by.
+            raise Internal(f"an audit entry's details cannot replace its {field!r}")
+        entry[field] = value
     # A fresh id ends the key: the writes of one transaction share a record time and
     # an LSN, and each of their entries must stand.
     key = scope.key(ctx.record_time.to_bytes(8, "big"), ctx.lsn.to_bytes(8, "big"), ctx.ids.new())

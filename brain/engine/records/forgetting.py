@@ -9,6 +9,11 @@
   ENCODE of the same text into the same space then answers ``FORGOTTEN``
   unless it sets ``override_forgotten`` (which is audited).
 
+Either way the memories' mention rows (:mod:`brain.engine.records.mentions`) are
+marked ``record_invalidated_at``; a hard forget also drops the names from them and
+takes the memories out of the name index the graph arm reads, with the counts
+of its document frequencies (the names are text of the memory).
+
 The audit entry (``forget_soft`` / ``forget_hard``) names the memories in
 ``records`` and the statements this forget tombstoned or retracted in
 ``cascaded``, in the order they were reached.
@@ -32,6 +37,7 @@ from brain import cbor
 from brain.engine.records import statements
 from brain.engine.records.audit import audit_entry
 from brain.engine.records.memories import memory_row
+from brain.engine.records.mentions import forget_mentions
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
 from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
@@ -84,6 +90,7 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
     if request.mode == "hard":
         changes.append(Put(FORGET_LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
     changes += _forgotten_rows(ctx, scope, request.mode, targets)
+    changes += forget_mentions(ctx, scope, request.mode, targets)
     cascade, cascaded = _cascade(ctx, scope, request.mode, targets)
     changes += cascade
     operation = f"forget_{request.mode}"

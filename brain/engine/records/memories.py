@@ -3,18 +3,22 @@
 A memory row lives under ``scope ‖ memory_id``; ``memory_by_sha`` maps
 ``scope ‖ sha256(text)`` to the first memory with that text, which is how the
 same text in the same space is stored once (spec/02-data-model.md §3 ENCODE).
+A new memory's write also links the names its text mentions
+(:mod:`brain.engine.records.mentions`), and MEMORY_GET shows them.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import replace
 
 import lmdb
 
 from brain import cbor
 from brain.embed import DIMENSIONS
 from brain.engine.records.audit import audit_entry
+from brain.engine.records.mentions import mentions_of, plan_mentions
 from brain.engine.store.env import Store
 from brain.engine.store.rows import decode_row
 from brain.engine.store.scope import Scope
@@ -48,7 +52,9 @@ def get_memory(store: Store, txn: lmdb.Transaction, scope: Scope, memory_id: byt
         raise NotFound(f"no memory {memory_id.hex()} in space {scope.space!r}", field="id")
     shown = {"text", "sha256", "occurred_at", "context", "forgotten", "forgotten_at"}
     fields = {k: v for k, v in row.items() if k in shown}
-    return Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
+    memory = Memory.from_wire({"id": memory_id, "recorded_at": row["recorded_at"], **fields})
+    mentions = mentions_of(store, txn, scope, memory_id)
+    return memory if mentions is None else replace(memory, mentions=mentions)
 
 
 def check_citations(
@@ -130,6 +136,7 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
         Put(MEMORY_BY_SHA, scope.key(digest), memory_id),
         Put(MEMORY_BY_TEXT, scope.key(digest, memory_id), b""),
         *override,
+        *plan_mentions(ctx, scope, memory_id, request.text, digest),
     ]
     answer = EncodeOk(
         memory_id=memory_id, lsn=lsn, recorded_at=now, sha256=digest, deduplicated=False

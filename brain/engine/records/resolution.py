@@ -31,7 +31,7 @@ settings, from the ``[entities]`` section of the server's configuration.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import lmdb
@@ -57,6 +57,7 @@ __all__ = [
     "FUZZY_NAME_CHARS",
     "FUZZY_SCAN_BYTES",
     "FUZZY_SCAN_ROWS",
+    "NameIndex",
     "is_ambiguous",
     "name_index",
     "numbers_agree",
@@ -127,6 +128,11 @@ def name_index(store: Store, txn: lmdb.Transaction, scope: Scope) -> tuple[list[
     return names, owners
 
 
+NameIndex = Callable[[], tuple[list[str], list[bytes]]]
+"""A source of :func:`name_index`'s answer, for a caller resolving several names in
+one transaction that reads the index once."""
+
+
 def _fuzzy(
     store: Store,
     txn: lmdb.Transaction,
@@ -135,10 +141,11 @@ def _fuzzy(
     type_: str | None,
     *,
     threshold: float,
+    names_of: NameIndex | None = None,
 ) -> list[EntityMatch]:
     if len(normal) > FUZZY_NAME_CHARS:
         return []
-    names, owners = name_index(store, txn, scope)
+    names, owners = name_index(store, txn, scope) if names_of is None else names_of()
     best: dict[bytes, float] = {}
     found = process.extract(
         normal, names, scorer=fuzz.ratio, score_cutoff=threshold * 100, limit=None
@@ -168,8 +175,10 @@ def resolve_name(
     *,
     settings: Resolution = DEFAULT_RESOLUTION,
     field: str = "name",
+    names_of: NameIndex | None = None,
 ) -> list[EntityMatch]:
-    """Every candidate for ``name`` from the first tier that has one, best first."""
+    """Every candidate for ``name`` from the first tier that has one, best first;
+    ``names_of`` answers the fuzzy tier's names (None: read from ``txn``)."""
     normal = check_name(name, field)
     exact, alias = exact_candidates(store, txn, scope, name, type_)
     for tier, found in (("exact", exact), ("alias", alias)):
@@ -178,7 +187,9 @@ def resolve_name(
                 EntityMatch(entity_id=eid, name=str(row["name"]), score=1.0, tier=tier)
                 for eid, row in found
             )
-    return _fuzzy(store, txn, scope, normal, type_, threshold=settings.fuzzy_threshold)
+    return _fuzzy(
+        store, txn, scope, normal, type_, threshold=settings.fuzzy_threshold, names_of=names_of
+    )
 
 
 def is_ambiguous(matches: list[EntityMatch], settings: Resolution = DEFAULT_RESOLUTION) -> bool:

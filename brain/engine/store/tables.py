@@ -31,6 +31,9 @@ __all__ = [
     "MEMORIES",
     "MEMORY_BY_SHA",
     "MEMORY_BY_TEXT",
+    "MENTIONS",
+    "MENTION_BY_NAME",
+    "MENTION_STATS",
     "META",
     "PURGE_QUEUE",
     "RELATIONS",
@@ -182,6 +185,19 @@ IMPORTS: Final = b"imports"
 EMBED_QUEUE: Final = b"embed_queue"
 """``S ‖ doc key`` -> ``"+" ‖ CBOR [namespace, space]`` (embed), ``"~" ‖ u64 lsn ‖ CBOR
 [namespace, space]`` (re-index) or ``"-" ‖ label`` (drop from HNSW)."""
+
+MENTIONS: Final = b"mentions"
+"""``S ‖ memory_id`` -> the names the memory's text mentions, as its extractors found them:
+CBOR ``{recorded_at, extractors, mentions?, record_invalidated_at?}`` (no ``mentions`` once
+hard-forgotten)."""
+
+MENTION_BY_NAME: Final = b"mention_by_name"
+"""``S ‖ name hash ‖ memory_id`` -> empty: the memories mentioning a name (the hash of the
+normalised name, never its text), while their text is stored."""
+
+MENTION_STATS: Final = b"mention_stats"
+"""``S ‖ "mentioned"`` (memories with a mention), ``S ‖ "df" ‖ name hash`` (memories
+mentioning the name, while some do) -> signed 64-bit counters."""
 
 TABLES: Final[tuple[bytes, ...]] = tuple(
     value for name, value in list(globals().items()) if name.isupper() and isinstance(value, bytes)

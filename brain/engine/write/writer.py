@@ -45,6 +45,7 @@ from typing import Final
 
 import lmdb
 
+from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
@@ -112,6 +113,8 @@ class PlanContext:
     """The key id of whoever sent the write (for the audit log)."""
     resolution: Resolution = DEFAULT_RESOLUTION
     """How names resolve (the operator's ``[entities]`` settings)."""
+    extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS
+    """What ENCODE runs on a new memory's text (spec/02-data-model.md §3.1)."""
     planning: int = 0
     """Which planning of a batch this is: numbered afresh each time a batch is planned
     (again after the map grew too), so a planner that keeps state for its batch until
@@ -194,6 +197,7 @@ class Writer:
         on_checkpoint: Callable[[], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         resolution: Resolution = DEFAULT_RESOLUTION,
+        extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS,
         activity: Activity | None = None,
     ) -> None:
         """``on_checkpoint`` runs on the writer thread at each checkpoint (housekeeping
@@ -206,6 +210,7 @@ class Writer:
         self._on_checkpoint = on_checkpoint
         self._on_idle = on_idle
         self._resolution = resolution
+        self._extractors = extractors
         self._store = store
         self._wal = wal
         self._clock = clock
@@ -586,6 +591,7 @@ class Writer:
                 next_lsn,
                 record_time,
                 resolution=self._resolution,
+                extractors=self._extractors,
                 planning=self._plannings,
             )
             try:

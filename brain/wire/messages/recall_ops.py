@@ -23,9 +23,11 @@ from brain.wire.messages.values import (
 from brain.wire.schema import Choice, Finite, Len, Message, Range, wire_message
 
 __all__ = [
+    "FUSIONS",
     "MAX_CUE_CHARS",
     "MAX_PREDICATE_FILTER",
     "MAX_TOP_K",
+    "ArmScores",
     "ArmWeights",
     "Candidates",
     "Coverage",
@@ -64,7 +66,16 @@ ArmName = Annotated[str, Choice(_ARMS)]
 """A retrieval arm."""
 
 Score = Annotated[float, Finite()]
-"""A fused RRF score."""
+"""A fused score (spec/04-retrieval.md §5)."""
+
+FUSIONS: Final = ("convex", "rrf")
+"""The fusion functions a RECALL may ask for (spec/04-retrieval.md §5)."""
+
+FusionName = Annotated[str, Choice(FUSIONS)]
+"""How the arms' rankings become one."""
+
+Relevance = Annotated[float, Range(-1.0, 1.0), Finite()]
+"""A cosine similarity between the cue and a record (spec/04-retrieval.md §6)."""
 
 
 @wire_message
@@ -76,20 +87,36 @@ class ArmWeights(Message):
     graph: Weight | None = None
 
 
+def _fusion_fields(request: Recall) -> None:
+    """``rrf_k`` belongs to RRF: it asks for it, and a convex fusion has none."""
+    if request.fusion == "convex" and request.rrf_k is not None:
+        raise InvalidArgument("rrf_k applies to fusion rrf only", field="rrf_k")
+
+
 @wire_message
 class Recall(ScopedRequest):
     """RECALL: search statements and memories by ``cue``, fuse the arms, filter.
 
-    Defaults are the server's and stay absent on the wire: ``top_k`` 10, ``rrf_k``
-    60, every arm weight 1.0, both record types. A list filter, when given, is
-    never empty (an empty filter would be ambiguous: nothing, or no filter?)."""
+    Defaults are the server's and stay absent on the wire: ``top_k`` 10, fusion
+    ``convex`` (``rrf`` when ``rrf_k`` is given, its default 60), the server's arm
+    weights, the conversational context on, the embedder's relevance floor, both
+    record types. A list filter, when given, is never empty (an empty filter would
+    be ambiguous: nothing, or no filter?)."""
 
     cue: Annotated[str, Len(0, MAX_CUE_CHARS)]
     top_k: Annotated[int, Range(1, MAX_TOP_K)] | None = None
     vector: Vector | None = None
     entity_anchor: Id | None = None
     arms: ArmWeights | None = None
+    fusion: FusionName | None = None
     rrf_k: Rank | None = None
+    context: bool | None = None
+    """False leaves out the conversational context (spec/04-retrieval.md §5)."""
+    named_time: bool | None = None
+    """False leaves out the preference for the times the cue names (spec/04-retrieval.md §5)."""
+    min_relevance: Relevance | None = None
+    """The relevance floor below which the answer abstains; -1 never abstains
+    (spec/04-retrieval.md §6)."""
     records: Annotated[tuple[RecordType, ...], Len(1, _RECORD_TYPES)] | None = None
     kinds: Annotated[tuple[Kind, ...], Len(1, _KINDS)] | None = None
     predicates: Annotated[tuple[Predicate, ...], Len(1, MAX_PREDICATE_FILTER)] | None = None
@@ -102,7 +129,7 @@ class Recall(ScopedRequest):
     as_of: Nanos | None = None
     explain: bool | None = None
 
-    cross_checks = (check_vector, check_validity)
+    cross_checks = (check_vector, check_validity, _fusion_fields)
 
 
 @wire_message
@@ -119,6 +146,26 @@ class Ranks(Message):
     graph: Rank | None = None
 
 
+ArmScore = Annotated[float, Finite()]
+"""One arm's own score of a hit: cosine similarity (semantic), BM25 (lexical), or the
+graph arm's connection score (spec/04-retrieval.md §2 to §4)."""
+
+
+@wire_message
+class ArmScores(Message):
+    """A hit's own score in every arm that found it, before fusion."""
+
+    semantic: ArmScore | None = None
+    lexical: ArmScore | None = None
+    graph: ArmScore | None = None
+    context: ArmScore | None = None
+    """Not an arm: what the hit's neighbours in its conversation added to its fused
+    score (spec/04-retrieval.md §5)."""
+    named_time: ArmScore | None = None
+    """Not an arm: what the hit's falling in a time the cue names added to its fused
+    score (spec/04-retrieval.md §5)."""
+
+
 @wire_message
 class RankedHit(Message):
     """A hit without its record: what EXPLAIN lists."""
@@ -127,6 +174,7 @@ class RankedHit(Message):
     id: Id
     score: Score
     ranks: Ranks
+    arm_scores: ArmScores
 
 
 def _hit_shape(hit: Hit) -> None:
@@ -170,6 +218,13 @@ class Coverage(Message):
     as_of: Nanos | None = None
     valid_at: Nanos | None = None
     min_confidence: Confidence | None = None
+    relevance: Relevance | None = None
+    """The best cosine similarity between the cue and a record the filters kept (or,
+    when the semantic arm found none of them, its weakest candidate's, which bounds
+    theirs); absent when the semantic arm did not run (spec/04-retrieval.md §6)."""
+    relevance_floor: Relevance | None = None
+    """The floor the answer was held to; present when one applied. ``relevance`` below
+    it is why the answer abstained."""
     embed_backlog: UInt | None = None
     """Entries of the scope's ``embed_queue`` in the answer's snapshot, counted up to
     1,000: documents the search could not see in the vector index yet (nor, for a
@@ -210,8 +265,10 @@ class Explain(Message):
 
     survivors: Survivors
     restored_by_as_of: UInt
-    rrf_k: Rank
+    fusion: FusionName
     timings_us: Timings
+    rrf_k: Rank | None = None
+    """Present for fusion ``rrf``."""
 
 
 def _abstains_when_empty(answer: RecallOk) -> None:

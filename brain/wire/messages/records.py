@@ -1,4 +1,5 @@
-"""The record shapes answers carry: Statement, Entity, Relation, Memory (spec/01-wire.md §9).
+"""The record shapes answers carry: Statement, Entity, Relation, Memory and its Mentions
+(spec/01-wire.md §9).
 
 Also the pieces several families share: evidence entries, enumerations and the
 bounded text kinds. Requests are untrusted and carry tight limits (in the
@@ -42,6 +43,8 @@ __all__ = [
     "ForgetMode",
     "Memory",
     "MemoryText",
+    "Mention",
+    "MentionFound",
     "Relation",
     "RelationEnd",
     "Source",
@@ -198,10 +201,28 @@ class Relation(Message):
     tombstoned_at: Nanos | None = None
 
 
+MentionFound = Annotated[str, Choice(("speaker", "proper_name"))]
+"""How an extractor found a name in a memory's text (spec/02-data-model.md §3.1)."""
+
+
+@wire_message
+class Mention(Message):
+    """A name a memory's text mentions, as an extractor found it when the memory was
+    stored: ``entity`` is the entity the name resolved to then, absent when it
+    resolved to none or was ambiguous; ``extractor`` is ``name/version``."""
+
+    name: Name
+    found: MentionFound
+    entity: Id | None = None
+    extractor: Name
+
+
 def _memory_shape(memory: Memory) -> None:
     """A hard-forgotten memory has no text (spec/01-wire.md §9)."""
     if memory.forgotten == "hard" and memory.text is not None:
         raise InvalidArgument("a hard-forgotten memory has no text", field="text")
+    if memory.forgotten == "hard" and memory.mentions is not None:
+        raise InvalidArgument("a hard-forgotten memory has no mentions", field="mentions")
 
 
 @wire_message
@@ -209,7 +230,8 @@ class Memory(Message):
     """A memory: raw text an agent experienced, with its SHA-256.
 
     ``forgotten`` and ``forgotten_at`` are present once it was forgotten; a
-    hard-forgotten memory has no ``text``."""
+    hard-forgotten memory has no ``text`` and no ``mentions``. ``mentions`` lists
+    the names its text mentions, when extraction ran on it."""
 
     id: Id
     text: MemoryText | None = None
@@ -219,5 +241,6 @@ class Memory(Message):
     context: Context | None = None
     forgotten: ForgetMode | None = None
     forgotten_at: Nanos | None = None
+    mentions: tuple[Mention, ...] | None = None
 
     cross_checks = (_memory_shape,)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brain.client.render import render_hits
-from brain.wire.messages.recall_ops import Hit, Ranks
+from brain.wire.messages.recall_ops import ArmScores, Hit, Ranks
 from brain.wire.messages.records import Citation, Evidence, Statement
 from brain.wire.messages.values import (
     BoolValue,
@@ -62,6 +62,7 @@ def memory_hit(text: str | None = "Alice moved to Berlin in May.", **extra: obje
             "id": MEMORY_ID,
             "score": 0.0325,
             "ranks": {"lexical": 1, "semantic": 3},
+            "arm_scores": {"lexical": 4.5, "semantic": 0.5},
             "memory": memory,
         }
     )
@@ -95,6 +96,7 @@ def statement_hit(stmt: Statement | None = None, evidence: tuple[Citation, ...] 
         id=STATEMENT_ID,
         score=0.0164,
         ranks=Ranks(graph=1),
+        arm_scores=ArmScores(),
         statement=stmt or statement(),
         evidence=evidence or (Citation(memory=MEMORY_ID, sha256=SHA),),
     )
@@ -279,7 +281,14 @@ def test_retracted_and_tombstoned_statements() -> None:
         tombstoned_at=SEP_1,
         tombstone_reason="retracted",
     )
-    hit = Hit(record="statement", id=STATEMENT_ID, score=0.1, ranks=Ranks(), statement=husk)
+    hit = Hit(
+        record="statement",
+        id=STATEMENT_ID,
+        score=0.1,
+        ranks=Ranks(),
+        arm_scores=ArmScores(),
+        statement=husk,
+    )
     assert fenced_bodies(render_hits([hit])) == [
         "(retracted: the claim is no longer shown)\n"
         "valid (-∞, ∞), tombstoned_at 2024-09-01T00:00:00Z (retracted)"
@@ -305,10 +314,12 @@ def test_hard_forgotten_memory_has_no_body() -> None:
 
 
 def test_hit_without_its_record_is_refused() -> None:
-    bare = Hit(record="memory", id=MEMORY_ID, score=0.1, ranks=Ranks())
+    bare = Hit(record="memory", id=MEMORY_ID, score=0.1, ranks=Ranks(), arm_scores=ArmScores())
     with pytest.raises(ValueError, match="memory hit 0190f1a2b3c47d8e9fa0b1c2d3e4f501"):
         render_hits([bare])
-    bare = Hit(record="statement", id=STATEMENT_ID, score=0.1, ranks=Ranks())
+    bare = Hit(
+        record="statement", id=STATEMENT_ID, score=0.1, ranks=Ranks(), arm_scores=ArmScores()
+    )
     with pytest.raises(ValueError, match="statement hit 0190f1a2b3c47d8e9fa0b1c2d3e4f502"):
         render_hits([bare])
 

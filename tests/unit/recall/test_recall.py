@@ -218,10 +218,13 @@ def test_fusion_is_reciprocal_rank_with_weights(db: Database) -> None:
     assert [h.ranks.lexical for h in tied.hits] == [1, 2, 3]
 
 
-def test_fusion_ties_break_by_record_id_across_arms(db: Database) -> None:
+@pytest.mark.parametrize(("fusion", "tied_score"), [("convex", 1.0), ("rrf", 1.0 / (60 + 1))])
+def test_fusion_ties_break_by_record_id_across_arms(
+    db: Database, fusion: str, tied_score: float
+) -> None:
     """One record found only by the lexical arm at rank 1, another only by the semantic
-    arm at rank 1: equal weights give equal scores, and the lower id comes first even
-    though fusion meets the semantic arm's candidates first."""
+    arm at rank 1: equal weights give equal scores under either fusion, and the lower id
+    comes first even though fusion meets the semantic arm's candidates first."""
     import struct
 
     import numpy as np
@@ -247,6 +250,7 @@ def test_fusion_ties_break_by_record_id_across_arms(db: Database) -> None:
         "heron",
         vector=vector(axis),
         arms=ArmWeights(semantic=1.0, lexical=1.0, graph=0.0),
+        fusion=fusion,
         top_k=2,
     )
     assert answer.coverage.candidates.semantic == 100
@@ -255,7 +259,7 @@ def test_fusion_ties_break_by_record_id_across_arms(db: Database) -> None:
     assert (first.id, second.id) == (lexical_only, semantic_only)
     assert (first.ranks.lexical, first.ranks.semantic) == (1, None)
     assert (second.ranks.semantic, second.ranks.lexical) == (1, None)
-    assert first.score == second.score == 1.0 / (60 + 1)
+    assert first.score == second.score == tied_score
 
 
 def test_graph_arm_walks_two_hops_with_falling_scores(db: Database) -> None:
@@ -413,7 +417,8 @@ def test_explain_counts_every_step(db: Database) -> None:
     assert (s.tombstone, s.supersession, s.as_of, s.limit) == (6, 5, 4, 2)
     # "new" superseded "old" before as_of and is kept; "late" fails as-of.
     assert answer.explain.restored_by_as_of == 0
-    assert len(answer.hits) == 2 and answer.explain.rrf_k == 60
+    assert len(answer.hits) == 2
+    assert (answer.explain.fusion, answer.explain.rrf_k) == ("convex", None)
     assert answer.explain.timings_us.total >= answer.explain.timings_us.lexical
     same = recall(
         db,

@@ -42,6 +42,7 @@ LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("index", ("brain.engine.index",)),
     ("records", ("brain.engine.records",)),
     ("write", ("brain.engine.write",)),
+    ("extract", ("brain.engine.extract",)),
     ("wal", ("brain.engine.wal",)),
     ("store", ("brain.engine.store",)),
     ("embed", ("brain.embed",)),

@@ -213,12 +213,20 @@ describe('a live server', { timeout: 90_000 }, () => {
     assert.ok(then.explain.restored_by_as_of >= 1);
     assert.equal(then.coverage.as_of, first.recorded_at);
 
+    // The names the text mentions, as the server's extractor found them (spec/02 §3.1).
+    const { memory: stored } = await client.memoryGet({ id: memory.memory_id });
+    assert.deepEqual(
+      stored.mentions.map((/** @type {any} */ m) => [m.name, m.found, m.extractor]),
+      [['Berlin', 'proper_name', 'names/1'], ['Lisbon', 'proper_name', 'names/1']],
+    );
+
     const forgotten = await client.forget({ memory: memory.memory_id, mode: 'hard' });
     assert.ok(forgotten.memory_id.equals(memory.memory_id));
     assert.equal(forgotten.already_forgotten, false);
     const { memory: husk } = await client.memoryGet({ id: memory.memory_id });
     assert.equal(husk.text, undefined, 'a hard-forgotten memory has no text');
     assert.equal(husk.forgotten, 'hard');
+    assert.equal(husk.mentions, undefined, 'nor the names it mentioned');
     assert.ok(husk.sha256.equals(memory.sha256));
 
     await assert.rejects(
