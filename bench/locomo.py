@@ -70,16 +70,18 @@ import brain
 from bench import cranfield, harness, metrics
 from bench.latency import latency_ms
 from bench.locomo_data import CATEGORIES, Conversation, Question, load
+from bench.modes import ABLATIONS, HYBRID, Mode, alone, parse_mode, request_of
 from bench.peers.bm25s_english import NAME as BM25S
 from bench.peers.bm25s_english import EnglishBm25
 from brain import cbor
 from brain.embed import Embedder, load_embedder
 from brain.engine.database import Database, DatabaseOptions
 from brain.wire.messages.memory_ops import Encode, EncodeOk
-from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
+from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
 
 __all__ = [
+    "BASELINE_MODES",
     "CUE_CATEGORIES",
     "MODES",
     "OFF_TOPIC_QUERIES",
@@ -92,7 +94,6 @@ __all__ = [
     "format_table",
     "load_corpus",
     "main",
-    "parse_mode",
     "ranked_turns",
     "run",
     "run_bm25s",
@@ -155,16 +156,22 @@ _ROUND: Final = 4
 _SECONDS_ROUND: Final = 3
 """Decimal places kept for durations in seconds."""
 
-HYBRID: Final = "hybrid"
-"""The mode the goals are held by: the server's defaults, what a user gets."""
-
-MODES: Final[Mapping[str, ArmWeights | None]] = {
-    HYBRID: None,
-    "semantic": ArmWeights(semantic=1.0, lexical=0.0, graph=0.0),
-    "lexical": ArmWeights(semantic=0.0, lexical=1.0, graph=0.0),
-    "graph": ArmWeights(semantic=0.0, lexical=0.0, graph=1.0),
+MODES: Final[Mapping[str, Mode]] = {
+    HYBRID: {},
+    "semantic": alone("semantic"),
+    "lexical": alone("lexical"),
+    "graph": alone("graph"),
 }
-"""Each mode's arm weights; ``None`` sends no ``arms`` and takes the server's defaults."""
+"""The modes every run asks: the server's defaults, and each arm alone (its own
+ranking, the baseline it is measured against; :mod:`bench.modes`)."""
+
+BASELINE_MODES: Final[Mapping[str, Mode]] = {
+    "before": {"fusion": "rrf", "context": False, "named_time": False, "min_relevance": -1.0},
+}
+"""What ``--baseline`` asks of a database without the extractor: equal-weight RRF and
+none of the steps after fusion nor the relevance floor, i.e. RECALL's defaults before
+the convex fusion, the context, the named times, the floor and the extractor (the
+arms themselves are unchanged, so the arm modes serve as their own baseline)."""
 
 SINGLE_ARMS: Final = ("semantic", "lexical", "graph")
 """The modes the hybrid is measured against (those of them that were run)."""
@@ -275,28 +282,8 @@ def cues_of(conversation: Conversation, limit: int | None = None) -> list[Questi
     return cues if limit is None else cues[:limit]
 
 
-def parse_mode(text: str) -> tuple[str, ArmWeights | None]:
-    """A mode from ``NAME=JSON``, the JSON ``null`` (the server's defaults) or an object of
-    arm weights, as in ``half={"semantic": 1, "lexical": 0.5}`` (an arm left out keeps the
-    server's default weight). Raises ValueError for anything else."""
-    name, sep, weights = text.partition("=")
-    if not sep or not name:
-        raise ValueError(f"mode {text!r} is not NAME=JSON")
-    try:
-        value = json.loads(weights)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"mode {name!r}: the weights are not JSON: {exc}") from None
-    if value is None:
-        return name, None
-    arms = ("semantic", "lexical", "graph")
-    if not isinstance(value, dict) or not set(value) <= set(arms):
-        raise ValueError(f"mode {name!r}: expected null or an object with keys among {arms}")
-    not_numbers = [
-        arm for arm, w in value.items() if isinstance(w, bool) or not isinstance(w, int | float)
-    ]
-    if not_numbers:
-        raise ValueError(f"mode {name!r}: the weight of {', '.join(not_numbers)} is not a number")
-    return name, ArmWeights(**{arm: float(weight) for arm, weight in value.items()})
+def _request(mode: Mode, space: str, cue: str) -> Recall:
+    return request_of(mode, cue, top_k=TOP_K, records=RECORDS, space=space)
 
 
 def _request_id(conversation: int, turn: int) -> bytes:
@@ -390,8 +377,8 @@ def _evidence_turns(loaded: Loaded, question: Question) -> set[int]:
     return {loaded.position_of[dia_id] for dia_id in question.evidence}
 
 
-def _recall(db: Database, space: str, cue: str, arms: ArmWeights | None) -> tuple[RecallOk, float]:
-    request = Recall(cue=cue, space=space, top_k=TOP_K, arms=arms, records=RECORDS)
+def _recall(db: Database, space: str, cue: str, mode: Mode) -> tuple[RecallOk, float]:
+    request = _request(mode, space, cue)
     started = time.perf_counter()
     answer = db.execute(NAMESPACE, Opcode.RECALL, request)
     elapsed = time.perf_counter() - started
@@ -414,12 +401,12 @@ def _count(result: SystemResult, cue_set: str, abstained: bool) -> None:
 
 def run_mode(
     db: Database,
-    arms: ArmWeights | None,
+    mode: Mode,
     corpus: Corpus,
     cues: Sequence[Sequence[Question]],
     off_topic: Sequence[str],
 ) -> SystemResult:
-    """Ask every cue with ``arms`` in its own space (scored and timed), then the off-topic
+    """Ask every cue with ``mode`` in its own space (scored and timed), then the off-topic
     cues (abstention only). ``cues[i]`` are conversation ``i``'s.
 
     One unscored RECALL first warms the mode's code paths, so the first timed
@@ -428,10 +415,10 @@ def run_mode(
     started = time.perf_counter()
     first = next((c for c, asked in enumerate(cues) if asked), None)
     if first is not None:
-        _recall(db, corpus.loaded[first].space, cues[first][0].question, arms)
+        _recall(db, corpus.loaded[first].space, cues[first][0].question, mode)
     for c, loaded in enumerate(corpus.loaded):
         for question in cues[c]:
-            answer, elapsed = _recall(db, loaded.space, question.question, arms)
+            answer, elapsed = _recall(db, loaded.space, question.question, mode)
             result.latencies_s.append(elapsed)
             result.empty_answers += not answer.hits
             _count(result, ON_TOPIC, answer.abstained)
@@ -444,11 +431,11 @@ def run_mode(
         for c in range(spaces):
             other = corpus.loaded[(c + 1) % spaces].space
             for question in cues[c]:
-                answer, _ = _recall(db, other, question.question, arms)
+                answer, _ = _recall(db, other, question.question, mode)
                 _count(result, ROTATED, answer.abstained)
     for loaded in corpus.loaded:
         for query in off_topic:
-            answer, _ = _recall(db, loaded.space, query, arms)
+            answer, _ = _recall(db, loaded.space, query, mode)
             _count(result, CRANFIELD, answer.abstained)
     result.seconds = time.perf_counter() - started
     return result
@@ -788,14 +775,18 @@ def run(
     *,
     quick: bool = False,
     options: DatabaseOptions | None = None,
-    modes: Mapping[str, ArmWeights | None] = MODES,
+    modes: Mapping[str, Mode] = MODES,
     off_topic_queries: int = OFF_TOPIC_QUERIES,
+    baseline: bool = False,
 ) -> dict[str, object]:
     """Load ``data``, ask every cue in every mode and of both peers; the result document.
 
     ``options`` open the database (default: :data:`EMBEDDER`, else the
     defaults); the dense peer embeds with the same kind and model. ``modes``
-    must hold :data:`HYBRID`, which the goals are held by."""
+    must hold :data:`HYBRID`, which the goals are held by. With ``baseline``, a
+    second database with the same options but no extractor is loaded after the
+    first is closed and asked :data:`BASELINE_MODES`: the pipeline before the
+    extractor, the convex fusion and the steps after it, measured in the same run."""
     if HYBRID not in modes:
         raise ValueError(f"the modes must include {HYBRID!r}, which the goals are held by")
     if off_topic_queries < 0:
@@ -818,16 +809,35 @@ def run(
             )
         started = time.perf_counter()
         results = {
-            name: run_mode(db, arms, corpus, cues, off_topic) for name, arms in modes.items()
+            name: run_mode(db, mode, corpus, cues, off_topic) for name, mode in modes.items()
         }
         query_s = time.perf_counter() - started
+    before_seconds: dict[str, float] | None = None
+    if baseline:
+        with (
+            tempfile.TemporaryDirectory(prefix="brain-bench-locomo-before-") as tmp,
+            brain.open(Path(tmp) / "data", dataclasses.replace(opts, extractors=())) as db,
+        ):
+            before = load_corpus(db, conversations)
+            if not before.indexed:
+                raise RuntimeError("the baseline's vector index did not take the turns")
+            for name, mode in BASELINE_MODES.items():
+                results[name] = run_mode(db, mode, before, cues, off_topic)
+            # The same load without the extractor: what extraction costs ENCODE.
+            before_seconds = {
+                "load": round(before.load_s, _SECONDS_ROUND),
+                "index": round(before.index_s, _SECONDS_ROUND),
+            }
     bm25s_result, bm25s_config = run_bm25s(corpus, cues)
     dense_result, dense_config = run_dense(
         corpus, cues, load_embedder(opts.embedder, model_dir=opts.model_dir)
     )
     summaries = {name: _summary(result, abstains=True) for name, result in results.items()}
-    for name, arms in modes.items():
-        summaries[name]["arms"] = None if arms is None else arms.to_wire()
+    for name, mode in modes.items():
+        summaries[name]["request"] = dict(mode)
+    for name, mode in BASELINE_MODES.items():
+        if name in summaries:
+            summaries[name]["request"] = {**mode, "database": "extractors=()"}
     peers = {
         BM25S: {**_summary(bm25s_result, abstains=False), "config": bm25s_config},
         DENSE: {**_summary(dense_result, abstains=False), "config": dense_config},
@@ -860,6 +870,7 @@ def run(
             "load": round(corpus.load_s, _SECONDS_ROUND),
             "index": round(corpus.index_s, _SECONDS_ROUND),
             "queries": round(query_s, _SECONDS_ROUND),
+            "baseline_without_extractor": before_seconds,
         },
         "modes": summaries,
         "peers": peers,
@@ -877,17 +888,25 @@ def main(argv: list[str]) -> int:
         action="append",
         default=[],
         metavar="NAME=JSON",
-        help='add a mode: NAME=null (server defaults) or NAME={"semantic": 1, "lexical": 0.5}',
+        help='add a mode: NAME={RECALL fields}, e.g. NAME={"fusion": "rrf"}',
+    )
+    parser.add_argument("--ablations", action="store_true", help="also ask the modes of ABLATIONS")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also load a database without the extractor and ask BASELINE_MODES",
     )
     args = parser.parse_args(argv)
     modes = dict(MODES)
+    if args.ablations:
+        modes.update(ABLATIONS)
     for text in args.mode:
         try:
-            name, arms = parse_mode(text)
+            name, mode = parse_mode(text)
         except ValueError as exc:
             parser.error(str(exc))
-        modes[name] = arms
-    result = run(args.data, quick=args.quick, modes=modes)
+        modes[name] = mode
+    result = run(args.data, quick=args.quick, modes=modes, baseline=args.baseline)
     collection, seconds = result["collection"], result["seconds"]
     assert isinstance(collection, dict) and isinstance(seconds, dict)
     print(

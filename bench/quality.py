@@ -7,7 +7,11 @@ memories only, ``top_k`` 100:
 
 - ``lexical``: the BM25 arm alone (semantic and graph weights 0);
 - ``semantic``: the HNSW arm alone (lexical and graph weights 0);
-- ``hybrid``: the server's defaults (no ``arms``: every arm at weight 1, RRF).
+- ``hybrid``: the server's defaults (no ``arms``: the default fusion and weights,
+  spec/04-retrieval.md §5).
+
+An arm's mode is its own ranking: it also turns off the steps after fusion
+(``context``, ``named_time``), which the hybrid keeps.
 
 Hits are mapped back to Cranfield document ids and scored with
 :mod:`bench.metrics` (linear-gain nDCG@10, recall@100 over all relevant
@@ -61,12 +65,13 @@ from typing import Final
 import brain
 from bench import cranfield, harness, metrics
 from bench.latency import latency_ms
+from bench.modes import ABLATIONS, HYBRID, Mode, alone, parse_mode, request_of
 from bench.peers.bm25s_english import NAME as PEER
 from bench.peers.bm25s_english import EnglishBm25
 from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
 from brain.wire.messages.memory_ops import Encode, EncodeOk
-from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
+from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
 
 __all__ = [
@@ -122,12 +127,12 @@ _REQUEST_ID_BYTES: Final = 16
 _ROUND: Final = 4
 """Decimal places kept for scores in the JSON: differences below 1e-4 are noise here."""
 
-MODES: Final[Mapping[str, ArmWeights | None]] = {
-    "lexical": ArmWeights(semantic=0.0, lexical=1.0, graph=0.0),
-    "semantic": ArmWeights(semantic=1.0, lexical=0.0, graph=0.0),
-    "hybrid": None,
+MODES: Final[Mapping[str, Mode]] = {
+    "lexical": alone("lexical"),
+    "semantic": alone("semantic"),
+    HYBRID: {},
 }
-"""Each mode's arm weights; ``None`` sends no ``arms`` and takes the server's defaults."""
+"""The modes every run asks (:mod:`bench.modes`): each arm alone, and the defaults."""
 
 SINGLE_ARMS: Final = ("lexical", "semantic")
 """The modes the hybrid is measured against."""
@@ -251,30 +256,30 @@ def _ranked_doc_ids(answer: RecallOk, corpus: Corpus) -> list[int]:
     return ranked
 
 
-def _recall_request(query: cranfield.Query, arms: ArmWeights | None) -> Recall:
-    return Recall(cue=query.text, top_k=TOP_K, arms=arms, records=RECORDS)
+def _recall_request(query: cranfield.Query, mode: Mode) -> Recall:
+    return request_of(mode, query.text, top_k=TOP_K, records=RECORDS, space=None)
 
 
 def run_mode(
     db: Database,
-    arms: ArmWeights | None,
+    mode: Mode,
     queries: Sequence[cranfield.Query],
     judgements: Mapping[int, Mapping[int, int]],
     corpus: Corpus,
 ) -> ModeResult:
-    """Ask every query with ``arms``; score nDCG@10 and recall@100; time each RECALL.
+    """Ask every query with ``mode``; score nDCG@10 and recall@100; time each RECALL.
 
     Queries without a relevant document are asked but not scored (see
     :func:`bench.metrics.has_relevant`). One unscored RECALL first warms the
     mode's code paths, so the first timed query does not pay for them."""
     if queries:
-        db.execute(NAMESPACE, Opcode.RECALL, _recall_request(queries[0], arms))
+        db.execute(NAMESPACE, Opcode.RECALL, _recall_request(queries[0], mode))
     ndcg: dict[int, float] = {}
     recall: dict[int, float] = {}
     latencies: list[float] = []
     empty = 0
     for query in queries:
-        request = _recall_request(query, arms)
+        request = _recall_request(query, mode)
         started = time.perf_counter()
         answer = db.execute(NAMESPACE, Opcode.RECALL, request)
         latencies.append(time.perf_counter() - started)
@@ -349,8 +354,8 @@ def _goal(results: Mapping[str, ModeResult]) -> dict[str, object]:
     """Whether hybrid ≥ the best single arm, per metric, with the margin."""
     goal: dict[str, object] = {"statement": "hybrid >= best single arm"}
     by_metric = {
-        "ndcg_at_10": {mode: result.ndcg for mode, result in results.items()},
-        "recall_at_100": {mode: result.recall for mode, result in results.items()},
+        "ndcg_at_10": {mode: results[mode].ndcg for mode in MODES},
+        "recall_at_100": {mode: results[mode].recall for mode in MODES},
     }
     for name, per_mode in by_metric.items():
         means = {mode: metrics.mean(scores.values()) for mode, scores in per_mode.items()}
@@ -449,7 +454,7 @@ def _table(
     return "\n".join(lines)
 
 
-def run(*, quick: bool, data: Path | None) -> dict[str, object]:
+def run(*, quick: bool, data: Path | None, modes: Mapping[str, Mode] = MODES) -> dict[str, object]:
     """Load the corpus, ask every query three ways, and return the result document."""
     documents = cranfield.load_documents(data)
     queries = cranfield.load_queries(data)
@@ -468,11 +473,13 @@ def run(*, quick: bool, data: Path | None) -> dict[str, object]:
             )
         started = time.perf_counter()
         results = {
-            mode: run_mode(db, arms, queries, judgements, corpus) for mode, arms in MODES.items()
+            name: run_mode(db, mode, queries, judgements, corpus) for name, mode in modes.items()
         }
         query_s = time.perf_counter() - started
     peer_result, peer_config = run_peer(documents, queries, judgements, corpus)
-    summaries = {mode: _mode_summary(result) for mode, result in results.items()}
+    summaries = {name: _mode_summary(result) for name, result in results.items()}
+    for name, mode in modes.items():
+        summaries[name]["request"] = dict(mode)
     peer_summary = {**_mode_summary(peer_result), "config": peer_config}
     goal = _goal(results)
     skipped_judged = sorted(
@@ -524,11 +531,28 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", type=Path, help="write the JSON here (quick runs too)")
     parser.add_argument("--no-save", action="store_true", help="do not write bench/results/")
+    parser.add_argument("--ablations", action="store_true", help="also ask bench.modes.ABLATIONS")
+    parser.add_argument(
+        "--mode",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="add a mode of RECALL fields",
+    )
     parser.add_argument(
         "--data", type=Path, help="the Cranfield directory (default: bench/data/cranfield)"
     )
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, data=args.data)
+    chosen = dict(MODES)
+    if args.ablations:
+        chosen.update(ABLATIONS)
+    for text in args.mode:
+        try:
+            name, mode = parse_mode(text)
+        except ValueError as exc:
+            parser.error(str(exc))
+        chosen[name] = mode
+    result = run(quick=args.quick, data=args.data, modes=chosen)
     modes = result["modes"]
     goal = result["goal"]
     assert isinstance(modes, dict) and isinstance(goal, dict)

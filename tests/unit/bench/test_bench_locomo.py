@@ -21,12 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench import locomo, locomo_data
+from bench import locomo, locomo_data, modes
 from bench.__main__ import SUITES
 from bench.latency import latency_ms, percentile_ms
 from bench.peers.bm25s_english import EnglishBm25
 from brain.engine.database import DatabaseOptions
-from brain.wire.messages.recall_ops import ArmWeights
 
 OFF_TOPIC: Final = 50
 """Cranfield queries the end-to-end run asks in every space: the suite's own default."""
@@ -409,14 +408,23 @@ def test_cues_are_the_first_questions_of_categories_1_to_4(tmp_path: Path) -> No
 
 
 def test_parse_mode() -> None:
-    assert locomo.parse_mode("defaults=null") == ("defaults", None)
-    assert locomo.parse_mode('half={"lexical": 0.5, "semantic": 1}') == (
+    assert modes.parse_mode("defaults=null") == ("defaults", {})
+    assert modes.parse_mode('half={"arms": {"lexical": 0.5}, "fusion": "rrf"}') == (
         "half",
-        ArmWeights(semantic=1.0, lexical=0.5),
+        {"arms": {"lexical": 0.5}, "fusion": "rrf"},
     )
-    for bad in ("nosign", "=null", "x={", 'x={"colour": 1}', 'x={"graph": true}', "x=[1]"):
+    for bad in (
+        "nosign",
+        "=null",
+        "x={",
+        'x={"colour": 1}',
+        'x={"arms": {"graph": true}}',
+        "x=[1]",
+        'x={"fusion": "mean"}',
+        'x={"top_k": 3}',
+    ):
         with pytest.raises(ValueError, match="mode"):
-            locomo.parse_mode(bad)
+            modes.parse_mode(bad)
 
 
 def test_bad_mode_on_the_command_line_exits_2(tmp_path: Path) -> None:
@@ -476,8 +484,12 @@ def test_run_measures_every_mode_and_both_peers(result: dict[str, Any]) -> None:
             _check_figures(figures, scored_by_category[category])
         latency = summary["latency_ms"]
         assert 0.0 < latency["p50"] <= latency["p95"]
-    assert result["modes"]["hybrid"]["arms"] is None
-    assert result["modes"]["lexical"]["arms"] == {"semantic": 0.0, "lexical": 1.0, "graph": 0.0}
+    assert result["modes"]["hybrid"]["request"] == {}
+    assert result["modes"]["lexical"]["request"] == {
+        "arms": {"semantic": 0.0, "lexical": 1.0, "graph": 0.0},
+        "context": False,
+        "named_time": False,
+    }
     # The dense peer ranks every stored text (fewer than 50), so it finds every evidence
     # turn by rank 50: a wrong mapping from memories to turns would show here (question 7
     # cites the second of the two turns stored as one memory).
@@ -572,7 +584,7 @@ def test_quick_run_takes_the_first_conversation(tmp_path: Path) -> None:
         write(tmp_path, sample()),
         quick=True,
         options=DatabaseOptions(embedder="hashing"),
-        modes={"hybrid": None},
+        modes={"hybrid": {}},
         off_topic_queries=3,
     )
     assert quick["quick"] is True
@@ -587,3 +599,22 @@ def test_quick_run_takes_the_first_conversation(tmp_path: Path) -> None:
     assert goals["recall_at_10_over_best_arm"]["met"] is None
     assert len(quick["summary"]) == len(goals) - 3
     assert "not measured" in locomo.format_table(quick)
+
+
+def test_the_baseline_is_asked_of_a_database_without_the_extractor(tmp_path: Path) -> None:
+    result: dict[str, Any] = locomo.run(
+        write(tmp_path, sample()),
+        options=DatabaseOptions(embedder="hashing"),
+        modes={"hybrid": {}, "graph": locomo.MODES["graph"]},
+        off_topic_queries=0,
+        baseline=True,
+    )
+    before = result["modes"]["before"]
+    assert before["request"] == {
+        **locomo.BASELINE_MODES["before"],
+        "database": "extractors=()",
+    }
+    assert before["overall"]["scored"] == result["modes"]["hybrid"]["overall"]["scored"]
+    # The extractor's links are what the graph arm finds memories by: with them, the
+    # speakers' names reach their turns.
+    assert result["modes"]["graph"]["overall"]["recall_at_50"] > 0.0
