@@ -29,11 +29,11 @@ from brain.wire.messages.recall_ops import Recall
 __all__ = ["RELEVANCE_FLOORS", "floor_of", "relevance_of"]
 
 RELEVANCE_FLOORS: Final = {MODEL_NAME: 0.42}
-"""Each embedder's floor, calibrated on data (bench/results/locomo.json): with
-all-MiniLM-L6-v2, the best kept record of a cue about its own LoCoMo conversation
-scores below 0.42 for under 1% of cues, and of Cranfield's queries against
-Cranfield for none, while questions about another conversation score below it
-for 81% and Cranfield queries against a conversation for all."""
+"""Each embedder's floor, calibrated on data (bench/results/locomo.json and
+quality.json): with all-MiniLM-L6-v2, the best hit of a cue about its own LoCoMo
+conversation scores below 0.42 for 0.7% of cues, and for 1 of Cranfield's 225
+queries against Cranfield, while questions about another conversation score below
+it for 85% and Cranfield queries against a conversation for all."""
 
 
 def relevance_of(
