@@ -34,6 +34,7 @@ __all__ = [
     "COUNTED_STEPS",
     "RECORD_TYPES",
     "Judged",
+    "TimesOf",
     "judge_candidates",
     "memory_times",
     "recall_filters",
@@ -99,6 +100,27 @@ def row_times(ctx: ReadContext, scope: Scope, key: bytes) -> RowTimes | None:
         return None
 
 
+class TimesOf:
+    """What the chain judges of each document, read from the snapshot at most once per
+    search: the context step, the named-time step and the chain all ask for the best
+    candidates' times, and each read decodes a whole row."""
+
+    def __init__(self, ctx: ReadContext, scope: Scope) -> None:
+        self._ctx = ctx
+        self._scope = scope
+        self._known: dict[bytes, RowTimes | None] = {}
+
+    def __call__(self, key: bytes) -> RowTimes | None:
+        """The times of the document ``key``; None when the snapshot lacks it."""
+        if key not in self._known:
+            self._known[key] = row_times(self._ctx, self._scope, key)
+        return self._known[key]
+
+    def note(self, key: bytes, times: RowTimes | None) -> None:
+        """Keep ``times`` for ``key``, worked out by a caller that read its row anyway."""
+        self._known.setdefault(key, times)
+
+
 @dataclass(frozen=True, slots=True)
 class Judged:
     """The chain's outcome: the kept candidates in fused order, how many of them step 6
@@ -121,6 +143,7 @@ def judge_candidates(
     records: Collection[str] | None,
     *,
     stop_after: int | None,
+    times_of: TimesOf,
 ) -> Judged:
     """Judge ``order`` candidate by candidate; with ``stop_after``, stop once that many are
     kept (each is judged on its own, so the kept ones are the same; the rest go uncounted)."""
@@ -129,7 +152,7 @@ def judge_candidates(
     kept: list[Candidate] = []
     restored = 0
     for candidate in order:
-        times = row_times(ctx, scope, candidate.key)
+        times = times_of(candidate.key)
         if times is None:
             first_failed.append(Step.TYPE)  # gone from this snapshot: nothing to show
             continue

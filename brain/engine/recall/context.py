@@ -26,7 +26,7 @@ from typing import Final
 import lmdb
 
 from brain.engine.index.documents import MEMORY_DOC
-from brain.engine.recall.chain import memory_times
+from brain.engine.recall.chain import TimesOf, memory_times
 from brain.engine.recall.fusion import Candidate, fused_order
 from brain.engine.records.filters import Filters, judge
 from brain.engine.records.memories import memory_row
@@ -118,8 +118,10 @@ def spread_context(
     *,
     filters: Filters,
     records: Collection[str] | None,
+    times_of: TimesOf,
 ) -> list[Candidate]:
-    """``order`` with each source's share added to its neighbours, re-sorted."""
+    """``order`` with each source's share added to its neighbours, re-sorted; the
+    sources' times go into ``times_of`` for the chain."""
     if records is not None and "memory" not in records:
         return list(order)
     by_key = {candidate.key: candidate for candidate in order}
@@ -127,9 +129,11 @@ def spread_context(
     sources = [c for c in order if c.key[:1] == MEMORY_DOC][:CONTEXT_SOURCES]
     for source in sources:
         row = memory_row(store, txn, scope, source.key[1:])
+        times = None if row is None else memory_times(row)
+        times_of.note(source.key, times)
         # Only what the request may see lends: a forgotten turn, or one recorded after
         # as_of, says nothing about its neighbours in the world asked about.
-        if row is None or not judge(memory_times(row), filters).kept:
+        if row is None or times is None or not judge(times, filters).kept:
             continue
         for other_id, steps in neighbours(store, txn, scope, source.key[1:], row):
             shares.append((MEMORY_DOC + other_id, CONTEXT_WEIGHTS[steps - 1] * source.score))

@@ -36,11 +36,11 @@ from brain.engine.recall.arms import (
     query_vector,
     semantic_arm,
 )
-from brain.engine.recall.chain import judge_candidates, recall_filters, row_times, survivors
+from brain.engine.recall.chain import TimesOf, judge_candidates, recall_filters, survivors
 from brain.engine.recall.context import spread_context
 from brain.engine.recall.fusion import ARMS, Candidate, Fusion, fuse, fusion_of
 from brain.engine.recall.relevance import floor_of, relevance_of
-from brain.engine.recall.when import TIME_DEPTH, cue_spans, prefer_named_time
+from brain.engine.recall.when import cue_spans, prefer_named_time
 from brain.engine.records.filters import Filters
 from brain.engine.store.scope import Scope
 from brain.engine.write.reads import ReadContext
@@ -95,11 +95,13 @@ def _run_arms(
     *,
     weights: dict[str, float],
     filters: Filters,
-) -> tuple[dict[str, Scored], dict[str, int]]:
-    """Each arm's ranking (empty for an arm not run) and the microseconds each stage took."""
+) -> tuple[dict[str, Scored], dict[str, int], bool]:
+    """Each arm's ranking (empty for an arm not run), the microseconds each stage took,
+    and whether the semantic arm searched (it had a query vector)."""
     n = arm_candidates(request.top_k or DEFAULT_TOP_K)
     ranked: dict[str, Scored] = {arm: [] for arm in ARMS}
     spent = dict.fromkeys(("embed", "semantic", "lexical", "graph"), 0)
+    searched = False
     if weights["semantic"] > 0:
         clock = time.perf_counter()
         vector = query_vector(retrieval, request)
@@ -108,6 +110,7 @@ def _run_arms(
             clock = time.perf_counter()
             ranked["semantic"] = semantic_arm(ctx, scope, retrieval, vector, n)
             spent["semantic"] = _us(clock)
+            searched = True
     if weights["lexical"] > 0 and request.cue.strip():
         clock = time.perf_counter()
         ranked["lexical"] = lexical_arm(ctx, scope, retrieval, request.cue, n)
@@ -116,7 +119,7 @@ def _run_arms(
         clock = time.perf_counter()
         ranked["graph"] = graph_arm(ctx, scope, request, filters, n)
         spent["graph"] = _us(clock)
-    return ranked, spent
+    return ranked, spent, searched
 
 
 def _coverage(
@@ -163,28 +166,39 @@ def search(ctx: ReadContext, scope: Scope, request: Recall, *, account: bool) ->
     filters = recall_filters(request)
     # Counted before the arms search the indexes, so that none means they saw it all.
     backlog = retrieval.indexer.embed_backlog(ctx.txn, scope.prefix)
-    ranked, spent = _run_arms(ctx, scope, retrieval, request, weights=weights, filters=filters)
+    ranked, spent, ran = _run_arms(ctx, scope, retrieval, request, weights=weights, filters=filters)
 
     clock = time.perf_counter()
     order = fuse(ranked, fusion)
+    times_of = TimesOf(ctx, scope)
     if request.context is not False:
         order = spread_context(
-            ctx.store, ctx.txn, scope, order, filters=filters, records=request.records
+            ctx.store,
+            ctx.txn,
+            scope,
+            order,
+            filters=filters,
+            records=request.records,
+            times_of=times_of,
         )
     spans = cue_spans(request.cue) if request.named_time is not False else []
     if spans:
-        times = {c.key: row_times(ctx, scope, c.key) for c in order[:TIME_DEPTH]}
-        order = prefer_named_time(order, spans, times)
+        order = prefer_named_time(order, spans, times_of)
     fuse_us = _us(clock)
 
     clock = time.perf_counter()
     judged = judge_candidates(
-        ctx, scope, order, filters, request.records, stop_after=None if account else top_k
+        ctx,
+        scope,
+        order,
+        filters,
+        request.records,
+        stop_after=None if account else top_k,
+        times_of=times_of,
     )
     filter_us = _us(clock)
 
     hits = judged.kept[:top_k]
-    ran = weights["semantic"] > 0 and (request.vector is not None or bool(request.cue.strip()))
     floor = floor_of(request, retrieval.embedder.name, ran=ran, backlog=backlog)
     relevance = relevance_of(hits, ranked["semantic"]) if ran else None
     if floor is not None and relevance is not None and relevance < floor:

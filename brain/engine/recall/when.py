@@ -25,7 +25,7 @@ matches a span naming a year when the interval overlaps it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -137,15 +137,15 @@ def in_spans(times: RowTimes | None, spans: Sequence[Span]) -> bool:
 def prefer_named_time(
     order: Sequence[Candidate],
     spans: Sequence[Span],
-    times_of: dict[bytes, RowTimes | None],
+    times_of: Callable[[bytes], RowTimes | None],
 ) -> list[Candidate]:
-    """``order`` with every candidate of ``times_of`` in a span raised, re-sorted.
-    ``times_of`` holds the times of the best :data:`TIME_DEPTH` candidates."""
+    """``order`` with each of its best :data:`TIME_DEPTH` candidates that is in a span
+    raised, re-sorted; ``times_of`` gives a candidate's times by its key."""
     if not spans or not order:
         return list(order)
     lift = TIME_WEIGHT * max(candidate.score for candidate in order)
     for candidate in order[:TIME_DEPTH]:
-        if in_spans(times_of.get(candidate.key), spans):
+        if in_spans(times_of(candidate.key), spans):
             candidate.score += lift
             candidate.named_time = lift
     return sorted(order, key=fused_order)
