@@ -40,6 +40,7 @@ Bounds: :data:`MAX_GRAPH_ENTITIES` entities per walk,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
@@ -107,15 +108,23 @@ MAX_MEMORY_CANDIDATES: Final = 5000
 most ``max(3·top_k, 100)`` candidates, so more would be scored and never used."""
 
 
-def _ngrams(cue: str) -> list[str]:
+def _runs(cue: str, form: Callable[[list[str]], str]) -> list[str]:
+    """The cue's runs of one to :data:`MAX_NGRAM_WORDS` words, longest first, each as
+    ``form`` writes it, each once, empty ones left out; at most :data:`MAX_CUE_NGRAMS`."""
     words = WORD.findall(cue)
     found: dict[str, None] = {}
     for size in range(MAX_NGRAM_WORDS, 0, -1):
         for start in range(len(words) - size + 1):
-            found.setdefault(" ".join(words[start : start + size]), None)
+            written = form(words[start : start + size])
+            if written:
+                found.setdefault(written, None)
             if len(found) >= MAX_CUE_NGRAMS:
                 return list(found)
     return list(found)
+
+
+def _ngrams(cue: str) -> list[str]:
+    return _runs(cue, " ".join)
 
 
 def _fuzzy_names(
@@ -227,21 +236,15 @@ def _neighbours(
     return found
 
 
+def _mention_form(words: list[str]) -> str:
+    """A run of words normalised as mentioned names are: the last word without a
+    possessive or final dot."""
+    return normalise_name(" ".join([*words[:-1], name_form(words[-1])]))
+
+
 def _cue_names(cue: str) -> list[str]:
-    """The cue's runs of one to :data:`MAX_NGRAM_WORDS` words, normalised as mentioned
-    names are (the last word without a possessive or final dot), longest first; at
-    most :data:`MAX_CUE_NGRAMS`."""
-    words = WORD.findall(cue)
-    found: dict[str, None] = {}
-    for size in range(MAX_NGRAM_WORDS, 0, -1):
-        for start in range(len(words) - size + 1):
-            last = name_form(words[start + size - 1])
-            normal = normalise_name(" ".join([*words[start : start + size - 1], last]))
-            if normal:
-                found.setdefault(normal, None)
-            if len(found) >= MAX_CUE_NGRAMS:
-                return list(found)
-    return list(found)
+    """The cue's runs, normalised as mentioned names are (:func:`_mention_form`)."""
+    return _runs(cue, _mention_form)
 
 
 def _name_groups(
