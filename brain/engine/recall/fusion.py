@@ -124,7 +124,9 @@ def _scaled(found: Sequence[tuple[bytes, float]]) -> list[float]:
         return []
     top, floor = max(head), min(head)
     if top - floor <= 0.0:
-        return [1.0] * len(found)  # nothing tells them apart: each is the arm's best
+        # Nothing tells the head apart: each of it is the arm's best, and a deeper
+        # candidate, which can only score less, is below the scale.
+        return [1.0 if score >= top else 0.0 for _, score in found]
     return [max(0.0, (score - floor) / (top - floor)) for _, score in found]
 
 
@@ -134,10 +136,11 @@ def fuse(ranked: Mapping[str, Sequence[tuple[bytes, float]]], fusion: Fusion) ->
     for arm in ARMS:
         found = ranked[arm]
         weight = fusion.weights[arm]
-        if fusion.rrf_k is None:
-            parts = [weight * scaled for scaled in _scaled(found)]
+        if fusion.method == RRF:
+            k = fusion.rrf_k or DEFAULT_RRF_K
+            parts = [weight / (k + rank) for rank in range(1, len(found) + 1)]
         else:
-            parts = [weight / (fusion.rrf_k + rank) for rank in range(1, len(found) + 1)]
+            parts = [weight * scaled for scaled in _scaled(found)]
         for rank, ((key, score), part) in enumerate(zip(found, parts, strict=True), start=1):
             candidate = fused.setdefault(key, Candidate(key))
             candidate.ranks[arm] = rank

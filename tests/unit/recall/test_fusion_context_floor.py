@@ -82,6 +82,18 @@ def test_an_arm_whose_candidates_score_alike_gives_each_its_full_weight() -> Non
     assert [c.score for c in fused] == [0.5, 0.5]
 
 
+def test_below_a_head_that_scores_alike_a_deeper_candidate_adds_nothing() -> None:
+    head = [(b"\x02" + i.to_bytes(2, "big"), 1.0) for i in range(NORMALISE_DEPTH)]
+    deeper = [(b"\x02\xff\xff", 0.5)]
+    fusion = Fusion("convex", {"semantic": 0.0, "lexical": 0.0, "graph": 0.5}, None)
+    fused = {
+        c.key: c.score
+        for c in fuse({"semantic": [], "lexical": [], "graph": head + deeper}, fusion)
+    }
+    assert all(fused[key] == 0.5 for key, _ in head)
+    assert fused[deeper[0][0]] == 0.0
+
+
 def test_the_request_chooses_the_fusion() -> None:
     assert fusion_of(Recall(cue="x")) == Fusion("convex", DEFAULT_WEIGHTS, None)
     assert fusion_of(Recall(cue="x", rrf_k=10)).method == "rrf"
