@@ -303,7 +303,7 @@ def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
 def _decode_pair(body: bytes) -> tuple[object, object]:
     """The two items of a CBOR array of two; ``(None, None)`` for anything else."""
     try:
-        value = cbor.decode(body)
+        value = cbor.decode_stored(body)
     except InvalidArgument:
         return None, None
     if isinstance(value, list) and len(value) == 2:

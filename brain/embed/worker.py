@@ -113,7 +113,7 @@ def encode_texts(texts: list[str] | tuple[str, ...]) -> bytes:
 
 def decode_texts(body: bytes) -> list[str]:
     """The texts of a request's body; ValueError when it is not one."""
-    items = cbor.decode(body)
+    items = cbor.decode_stored(body)
     if not isinstance(items, list) or not all(isinstance(item, bytes) for item in items):
         raise ValueError("a request is not an array of byte strings")
     return [item.decode("utf-8", "surrogatepass") for item in items]

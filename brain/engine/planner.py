@@ -266,7 +266,7 @@ def plan_commit(
         return Failed(exc, after=end)
     finally:
         child.abort()
-    results = tuple(cbor.decode(answer) for answer in answers)
+    results = tuple(cbor.decode_stored(answer) for answer in answers)
     committed = cbor.encode(TxnCommitted(lsn=ctx.lsn, results=results).to_wire())
     changes += idempotency.row_changes(
         scope, _commit_key(request.txn_id), digest, committed, ctx.record_time

@@ -144,7 +144,7 @@ class KeyRecord:
 
     @classmethod
     def _decode(cls, raw: bytes) -> KeyRecord:
-        value = cbor.decode(raw)
+        value = cbor.decode_stored(raw)
         assert isinstance(value, dict)
         key_id, namespace = value["key_id"], value["namespace"]
         perms, created_at = value["permissions"], value["created_at"]
@@ -328,7 +328,7 @@ class KeyStore:
                     newest.append(bytes(value))
         entries: list[dict[str, object]] = []
         for raw in reversed(newest):
-            entry = cbor.decode(raw)
+            entry = cbor.decode_stored(raw)
             assert isinstance(entry, dict)
             entries.append({str(k): v for k, v in entry.items()})
         return entries

@@ -220,7 +220,7 @@ def count_scopes(store: Store) -> list[dict[str, object]]:
                 prefix = bytes(key)[:SCOPE_PREFIX_BYTES]
                 entry = scopes.get(prefix)
                 if entry is None:
-                    row = cbor.decode(bytes(value))
+                    row = cbor.decode_stored(bytes(value))
                     names = row if isinstance(row, dict) else {}
                     entry = scopes[prefix] = {
                         "namespace": names.get("namespace"),

@@ -116,7 +116,7 @@ def document_text(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes)
     raw = txn.get(scope.key(key[1:]), db=store.table(table))
     if raw is None:
         return None
-    content = cbor.decode(bytes(raw))
+    content = cbor.decode_stored(bytes(raw))
     assert isinstance(content, dict)
     row = {str(k): v for k, v in content.items()}
     if key[:1] == MEMORY_DOC:

@@ -538,7 +538,7 @@ def _client_vector(
     raw = txn.get(scope.key(doc[1:]), db=store.table(MEMORIES))
     if raw is None:
         return None
-    row = cbor.decode(bytes(raw))
+    row = cbor.decode_stored(bytes(raw))
     given = row.get("vector") if isinstance(row, dict) else None
     if not isinstance(given, bytes):
         return None

@@ -152,7 +152,7 @@ def remove_changes(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes
     raw = txn.get(scope.key(key), db=store.table(LEX_DOCS))
     if raw is None:
         return []
-    stored = cbor.decode(bytes(raw))
+    stored = cbor.decode_stored(bytes(raw))
     assert isinstance(stored, list) and len(stored) == 2
     length, terms = stored
     assert isinstance(length, int) and isinstance(terms, list)

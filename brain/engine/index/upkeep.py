@@ -126,7 +126,7 @@ def unindex_document(ctx: PlanContext, scope: Scope, key: bytes) -> list[Change]
 
 def queued_scope(value: bytes) -> Scope:
     """The scope an ``ADD`` or ``REINDEX`` queue value names."""
-    names = cbor.decode(value[1:] if value[:1] == ADD else value[1 + _LSN_BYTES :])
+    names = cbor.decode_stored(value[1:] if value[:1] == ADD else value[1 + _LSN_BYTES :])
     assert isinstance(names, list) and len(names) == 2
     return Scope(str(names[0]), str(names[1]))
 

@@ -90,7 +90,7 @@ def scope_state(store: Store, txn: lmdb.Transaction, prefix: bytes) -> dict[str,
     raw = txn.get(prefix, db=store.table(VECTOR_SCOPES))
     if raw is None:
         return {}
-    row = cbor.decode(bytes(raw))
+    row = cbor.decode_stored(bytes(raw))
     assert isinstance(row, dict)
     return {str(k): v for k, v in row.items()}
 

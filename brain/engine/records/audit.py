@@ -79,7 +79,7 @@ def read_audit(store: Store, namespace: str, limit: int) -> list[dict[str, objec
     entries: list[dict[str, object]] = []
     with store.read() as txn:
         for _, value in scan(txn, store.table(AUDIT), prefix):
-            entry = cbor.decode(value)
+            entry = cbor.decode_stored(value)
             assert isinstance(entry, dict)
             entries.append({str(k): v for k, v in entry.items()})
     # Keys are ordered by space first; the answer is ordered by time across spaces.

@@ -26,7 +26,7 @@ def review_row(
     raw = txn.get(scope.key(review_id), db=store.table(REVIEWS))
     if raw is None:
         return None
-    row = cbor.decode(bytes(raw))
+    row = cbor.decode_stored(bytes(raw))
     assert isinstance(row, dict)
     return {str(k): v for k, v in row.items()}
 

@@ -11,8 +11,8 @@ __all__ = ["decode_row", "load_row", "opt_int"]
 
 
 def decode_row(raw: bytes) -> dict[str, object]:
-    """A stored row's CBOR map, with text keys."""
-    row = cbor.decode(raw)
+    """A stored row's CBOR map, with text keys (the server wrote it: no wire checks)."""
+    row = cbor.decode_stored(raw)
     assert isinstance(row, dict)
     return {str(k): v for k, v in row.items()}
 

@@ -99,7 +99,7 @@ def _verb(opcode: Opcode, request: Message, record: str) -> str:
 
 
 def _op_of(raw: bytes) -> str:
-    value = cbor.decode(raw)
+    value = cbor.decode_stored(raw)
     assert isinstance(value, list) and value
     return str(value[0])
 
@@ -156,7 +156,7 @@ def read_changes(
         tail = key[len(prefix) :]
         if tail <= after or len(tail) != _KEY_TAIL:
             continue
-        value = cbor.decode(bytes(raw_value))
+        value = cbor.decode_stored(raw_value)
         assert isinstance(value, list) and len(value) == 3
         op, record, recorded_at = value
         assert isinstance(op, str) and isinstance(record, str) and isinstance(recorded_at, int)

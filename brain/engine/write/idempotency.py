@@ -61,7 +61,7 @@ def lookup(
     raw = txn.get(scope.key(request_id), db=store.table(IDEMPOTENCY))
     if raw is None:
         return None
-    row = cbor.decode(bytes(raw))
+    row = cbor.decode_stored(raw)
     assert isinstance(row, dict)
     if row["hash"] != digest:
         raise IdempotencyConflict(

@@ -114,7 +114,7 @@ def encode_plan(plan: Plan) -> bytes:
 def decode_plan(payload: bytes) -> Plan:
     """Invert :func:`encode_plan`; a malformed payload is a storage fault."""
     try:
-        body = cbor.decode(payload)
+        body = cbor.decode_stored(payload)
     except InvalidArgument as exc:
         raise StorageFault(f"a logged plan is not valid CBOR: {exc}") from exc
     if not isinstance(body, dict):

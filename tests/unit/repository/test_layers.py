@@ -47,7 +47,10 @@ LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("store", ("brain.engine.store",)),
     ("embed", ("brain.embed",)),
     ("wire", ("brain.wire",)),
-    ("ground", ("brain.cbor", "brain.errors", "brain.ids")),
+    (
+        "ground",
+        ("brain.cbor", "brain.cbor_fast", "brain.cbor_reference", "brain.errors", "brain.ids"),
+    ),
 )
 """Each layer's name and the modules it holds (an entry holds itself and, for a
 package, everything under it; a package's own ``__init__`` is named as such).
