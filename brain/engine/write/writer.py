@@ -670,9 +670,11 @@ class Writer:
 
     def _checkpoint_locked(self) -> None:
         try:
-            self._store.sync()
-        except lmdb.Error as exc:
-            self._enter_read_only(f"LMDB sync failed: {exc}")
+            self._store.checkpoint()
+        except (lmdb.Error, StorageFault) as exc:
+            # Which checkpoint the disk holds is not known: both stay pinned, and a
+            # restart returns to whichever it finds.
+            self._enter_read_only(f"LMDB checkpoint failed: {exc}")
             return
         self.durable_lsn = self.applied_lsn
         self._wal.checkpoint(self.durable_lsn)

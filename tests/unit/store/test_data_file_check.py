@@ -18,13 +18,14 @@ import pytest
 
 import brain
 from brain.engine.database import Database, DatabaseOptions
-from brain.engine.store.env import (
+from brain.engine.store.checkpoint import CHECKPOINT_FILE
+from brain.engine.store.datafile import (
     DATA_FILE,
     LMDB_MAGIC,
-    Store,
     check_data_file,
     read_data_file_meta,
 )
+from brain.engine.store.env import Store
 from brain.errors import StorageFault
 from brain.server.keys import KeyStore
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet
@@ -106,8 +107,24 @@ def test_with_a_checkpointed_wal_the_advice_is_a_snapshot(tmp_path: Path) -> Non
     assert "brain snapshot restore" in message and f"at least {first - 1}" in message
 
 
-def test_damaged_meta_pages_are_refused(tmp_path: Path) -> None:
+def test_damaged_meta_pages_are_restored_from_the_checkpoint(tmp_path: Path) -> None:
     Store(tmp_path / "lmdb").close()
+    data = tmp_path / "lmdb" / DATA_FILE
+    sound = data.read_bytes()
+    page_size = struct.unpack_from("=I", sound, 40)[0]
+    for offset in (16, page_size + 16, 40, 20):
+        damaged = bytearray(sound)
+        damaged[offset] ^= 0x40
+        data.write_bytes(bytes(damaged))
+        store = Store(tmp_path / "lmdb")
+        assert store.restored
+        store.close()
+        assert data.read_bytes()[: 2 * page_size] == sound[: 2 * page_size]
+
+
+def test_damaged_meta_pages_without_a_checkpoint_are_refused(tmp_path: Path) -> None:
+    Store(tmp_path / "lmdb").close()
+    (tmp_path / "lmdb" / CHECKPOINT_FILE).unlink()
     data = tmp_path / "lmdb" / DATA_FILE
     sound = data.read_bytes()
     page_size = struct.unpack_from("=I", sound, 40)[0]
@@ -130,6 +147,7 @@ def test_damaged_meta_pages_are_refused(tmp_path: Path) -> None:
             Store(tmp_path / "lmdb")
     data.write_bytes(sound + bytes(page_size))  # longer than used: LMDB's own growth
     Store(tmp_path / "lmdb").close()
+    assert (tmp_path / "lmdb" / CHECKPOINT_FILE).exists(), "opening takes a checkpoint"
 
 
 def test_a_missing_or_empty_data_file_is_a_new_store(tmp_path: Path) -> None:
