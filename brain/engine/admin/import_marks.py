@@ -38,6 +38,7 @@ from brain.engine.store.tables import (
     LEX_STATS,
     META,
     PURGE_QUEUE,
+    STATEMENT_BY_SUBJECT_TIME,
     TABLES,
     VECTOR_LABELS,
     VECTOR_SCOPES,
@@ -45,6 +46,7 @@ from brain.engine.store.tables import (
 )
 
 __all__ = [
+    "DERIVED",
     "EXCLUDED",
     "EXPORTED",
     "INDEXER_TABLES",
@@ -63,7 +65,13 @@ EXCLUDED: Final = frozenset(
 """Tables an export leaves out: they belong to one database's life, not to its
 records (:mod:`brain.engine.admin.transfer`)."""
 
-EXPORTED: Final = tuple(table for table in TABLES if table not in EXCLUDED)
+DERIVED: Final = frozenset({STATEMENT_BY_SUBJECT_TIME})
+"""Tables an export leaves out because each of their rows follows from a row of another
+table it holds: an import writes them from those rows
+(:mod:`brain.engine.store.statement_keys`), so an export made before such a table
+existed imports the same."""
+
+EXPORTED: Final = tuple(table for table in TABLES if table not in EXCLUDED | DERIVED)
 """The tables an export holds, in the order it writes them."""
 
 INDEXER_TABLES: Final = frozenset(

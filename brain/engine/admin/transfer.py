@@ -55,12 +55,15 @@ from brain.engine.store.env import Store
 from brain.engine.store.meta import get_progress
 from brain.engine.store.scan import scan, scan_keys
 from brain.engine.store.scope import ID_BYTES, SCOPE_PREFIX_BYTES, namespace_id
+from brain.engine.store.statement_keys import BY_SUBJECT_KEY_BYTES, subject_time_key
 from brain.engine.store.tables import (
     ENTITIES,
     IMPORTS,
     MEMORIES,
     RELATIONS,
     SCHEMA,
+    STATEMENT_BY_SUBJECT,
+    STATEMENT_BY_SUBJECT_TIME,
     STATEMENTS,
     VECTORS,
 )
@@ -223,6 +226,8 @@ def _check_row(index: int, row: Row, expected: bytes, namespace: str, dimensions
         raise InvalidArgument(f"row {index} names a table an import cannot fill: {row.table!r}")
     if len(row.key) < SCOPE_PREFIX_BYTES or not row.key.startswith(expected):
         raise InvalidArgument(f"row {index} belongs to another namespace than {namespace!r}")
+    if row.table == STATEMENT_BY_SUBJECT and len(row.key) != BY_SUBJECT_KEY_BYTES:
+        raise InvalidArgument(f"row {index} is not a statement_by_subject key: the file is damaged")
     if row.table == VECTORS and len(row.value) != LABEL_BYTES + _FLOAT_BYTES * dimensions:
         held = (len(row.value) - LABEL_BYTES) // _FLOAT_BYTES
         raise InvalidArgument(
@@ -283,6 +288,9 @@ def import_plan(
                 )
             scopes.add(prefix)
         changes.append(Put(row.table, row.key, row.value))
+        if row.table == STATEMENT_BY_SUBJECT:
+            # A derived table (import_marks.DERIVED) is written from the row it follows from.
+            changes.append(Put(STATEMENT_BY_SUBJECT_TIME, subject_time_key(row.key), b""))
         if row.table == VECTORS:
             vectors.append(row.key)
     mark = encode_mark(Mark(header.export_id, end, complete=False))

@@ -17,6 +17,7 @@ from brain.engine.index.documents import STATEMENT_DOC
 from brain.engine.recall.fusion import Candidate
 from brain.engine.recall.search import Search, search
 from brain.engine.records.memories import get_memory, memory_row
+from brain.engine.records.refs import AnswersAs
 from brain.engine.records.statements import get_loaded, to_message
 from brain.engine.store.scope import Scope
 from brain.engine.write.reads import ReadContext
@@ -74,11 +75,13 @@ def _evidence(ctx: ReadContext, scope: Scope, content: dict[str, object]) -> tup
     return tuple(citations)
 
 
-def _hit(ctx: ReadContext, scope: Scope, request: Recall, candidate: Candidate) -> Hit:
+def _hit(
+    ctx: ReadContext, scope: Scope, request: Recall, candidate: Candidate, answers: AnswersAs
+) -> Hit:
     ranks = _ranks(candidate)
     if candidate.key[:1] == STATEMENT_DOC:
         loaded = get_loaded(ctx.store, ctx.txn, scope, candidate.key[1:], "id")
-        statement = to_message(loaded, scope, request.as_of, ctx.store, ctx.txn)
+        statement = to_message(loaded, scope, request.as_of, answers=answers)
         return Hit(
             record="statement",
             id=candidate.key[1:],
@@ -103,7 +106,9 @@ def read_recall(ctx: ReadContext, scope: Scope, request: Recall) -> RecallOk:
     """RECALL: the hits, whether the answer abstains, what was searched, and on request
     the account of how."""
     found = search(ctx, scope, request, account=bool(request.explain))
-    hits = tuple(_hit(ctx, scope, request, c) for c in found.hits)
+    # Hits about one entity show it as what it answers as, worked out once for all.
+    answers = AnswersAs(ctx.store, ctx.txn, scope)
+    hits = tuple(_hit(ctx, scope, request, c, answers) for c in found.hits)
     return RecallOk(
         hits=hits,
         abstained=not hits,

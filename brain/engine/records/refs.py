@@ -58,6 +58,7 @@ from brain.engine.records.review_queue import queue_review, review_row
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.statement_keys import SUBJECT_KEY_BYTES
 from brain.engine.store.tables import ENTITY_ABSORBED, MEMORIES, REVIEWS, REVIEWS_BY_NAME
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
@@ -70,6 +71,7 @@ __all__ = [
     "MEMORY_TAG",
     "PENDING_TAG",
     "SUBJECT_KEY_BYTES",
+    "AnswersAs",
     "absorb",
     "answers_as",
     "keys_answering_as",
@@ -87,8 +89,6 @@ MEMORY_TAG: Final = b"m"
 """The tag byte of a subject key that names a memory."""
 PENDING_TAG: Final = b"p"
 """The tag byte of a subject key that names an ambiguous name's review item."""
-SUBJECT_KEY_BYTES: Final = 1 + ENTITY_ID_BYTES
-"""A subject key: a tag byte and a 16-byte id."""
 
 MAX_ABSORBED: Final = 10_000
 """Most subject keys one entity's reads follow (merged entities and decided names):
@@ -118,6 +118,26 @@ def answers_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) ->
     if tag == ENTITY_TAG:
         return ENTITY_TAG + canonical_entity(store, txn, scope, raw)
     return key
+
+
+class AnswersAs:
+    """:func:`answers_as` within one read: each subject key is worked out once, however
+    many of the read's rows show it (every row of a LIST of one subject's statements
+    shows that subject). Hold one only as long as the transaction it was made with."""
+
+    __slots__ = ("_known", "_scope", "_store", "_txn")
+
+    def __init__(self, store: Store, txn: lmdb.Transaction, scope: Scope) -> None:
+        self._store, self._txn, self._scope = store, txn, scope
+        self._known: dict[bytes, bytes] = {}
+
+    def __call__(self, key: bytes) -> bytes:
+        """What ``key`` answers as in this read's snapshot."""
+        known = self._known.get(key)
+        if known is None:
+            known = answers_as(self._store, self._txn, self._scope, key)
+            self._known[key] = known
+        return known
 
 
 def keys_answering_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> list[bytes]:

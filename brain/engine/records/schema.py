@@ -72,6 +72,11 @@ FROM_NAMESPACE: Final = "namespace"
 FROM_SPACE: Final = "space"
 """SCHEMA_GET's ``scope`` when the space's own schema is in force."""
 
+MAX_DECODED_SCHEMAS: Final = 1024
+"""Decoded schema rows :func:`load_schema` keeps, each a few KiB at most: far more than
+the spaces and namespaces one server writes to at a time; past it they are decoded
+afresh."""
+
 
 @dataclass(slots=True)
 class SpaceSchema:
@@ -104,18 +109,25 @@ class SpaceSchema:
         )
 
 
+_EMPTY: Final = SpaceSchema()
+"""The schema of a namespace that declared nothing (shared, as :func:`load_schema`'s
+answers are)."""
+
+
 def schema_scope(namespace: str, space: str | None) -> Scope:
     """The scope whose row a SCHEMA_PUT or SCHEMA_GET with ``space`` names: the
     namespace's schema when ``space`` is absent, else that space's own."""
     return Scope(namespace, NAMESPACE_SCHEMA_SPACE if space is None else space)
 
 
-def _stored(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema | None:
-    """The schema row stored under ``scope``'s prefix, or None."""
-    raw = txn.get(scope.key(), db=store.table(SCHEMA))
-    if raw is None:
-        return None
-    row = cbor.decode(bytes(raw))
+def _source(scope: Scope) -> str:
+    """Which kind of schema the row under ``scope``'s prefix is."""
+    return FROM_NAMESPACE if scope.space == NAMESPACE_SCHEMA_SPACE else FROM_SPACE
+
+
+def _decode(raw: bytes, source: str) -> SpaceSchema:
+    """A stored schema row."""
+    row = cbor.decode_stored(raw)
     assert isinstance(row, dict)
     version, predicates = row["version"], row["predicates"]
     relation_types, entity_types = row["relation_types"], row["entity_types"]
@@ -126,18 +138,48 @@ def _stored(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema | 
         {str(k): dict(v) for k, v in predicates.items() if isinstance(v, dict)},
         {str(k): dict(v) for k, v in relation_types.items() if isinstance(v, dict)},
         [str(t) for t in entity_types],
-        FROM_NAMESPACE if scope.space == NAMESPACE_SCHEMA_SPACE else FROM_SPACE,
+        source,
     )
+
+
+def _stored(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema | None:
+    """The schema row stored under ``scope``'s prefix, or None: a copy of its own, which
+    the caller may change."""
+    raw = txn.get(scope.key(), db=store.table(SCHEMA))
+    return None if raw is None else _decode(bytes(raw), _source(scope))
+
+
+_decoded: dict[tuple[str, bytes], SpaceSchema] = {}
+"""Schemas as :func:`load_schema` read them, by (source, stored row). A row is a
+deterministic encoding of its whole schema, version included, so a put makes a new
+key rather than a stale entry, and a row decodes the same in any store."""
+
+
+def _shared(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema | None:
+    """:func:`_stored`, decoded once per stored row and shared with every later read of
+    the same row: never changed by its callers."""
+    raw = txn.get(scope.key(), db=store.table(SCHEMA))
+    if raw is None:
+        return None
+    key = (_source(scope), bytes(raw))
+    found = _decoded.get(key)
+    if found is None:
+        if len(_decoded) >= MAX_DECODED_SCHEMAS:
+            _decoded.clear()  # rows of old versions are never asked for again
+        found = _decoded[key] = _decode(key[1], key[0])
+    return found
 
 
 def load_schema(store: Store, txn: lmdb.Transaction, scope: Scope) -> SpaceSchema:
     """The schema in force in ``scope``: the space's own when it has one, else the
-    namespace's (empty, version 0, when nothing was declared)."""
-    own = _stored(store, txn, scope)
+    namespace's (empty, version 0, when nothing was declared). Every write of a
+    statement or a relation reads it, so a row is decoded once, not once per write;
+    the answer is shared with other reads and must not be changed."""
+    own = _shared(store, txn, scope)
     if own is not None:
         return own
-    shared = _stored(store, txn, schema_scope(scope.namespace, None))
-    return SpaceSchema() if shared is None else shared
+    namespace = _shared(store, txn, schema_scope(scope.namespace, None))
+    return _EMPTY if namespace is None else namespace
 
 
 def cardinality_of(store: Store, txn: lmdb.Transaction, scope: Scope, type_name: str) -> str:

@@ -6,13 +6,13 @@ them (by id, by chain, by subject, by record time) and pages through them.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from typing import Final
 
 from brain.engine.records.filters import Filters, judge
-from brain.engine.records.refs import SUBJECT_KEY_BYTES, keys_answering_as, resolve_for_read
+from brain.engine.records.refs import AnswersAs, keys_answering_as, resolve_for_read
 from brain.engine.records.statements import (
-    PREDICATE_HASH_BYTES,
     get_loaded,
     predicate_hash,
     statement_times,
@@ -20,7 +20,13 @@ from brain.engine.records.statements import (
 )
 from brain.engine.store.scan import scan, scan_keys
 from brain.engine.store.scope import Scope
-from brain.engine.store.tables import STATEMENT_BY_SUBJECT, STATEMENT_BY_TIME, STATEMENT_CHAIN
+from brain.engine.store.statement_keys import RECORD_TIME_BYTES, position_time
+from brain.engine.store.tables import (
+    STATEMENT_BY_SUBJECT,
+    STATEMENT_BY_SUBJECT_TIME,
+    STATEMENT_BY_TIME,
+    STATEMENT_CHAIN,
+)
 from brain.engine.write.reads import ReadContext
 from brain.errors import AsOfInFuture
 from brain.wire.messages.records import Statement
@@ -51,42 +57,64 @@ def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> S
     root = loaded.content["chain_root"]
     assert isinstance(root, bytes)
     prefix = scope.key(root)
+    answers = AnswersAs(ctx.store, ctx.txn, scope)
     versions: list[Statement] = []
     for _, value in scan(ctx.txn, ctx.store.table(STATEMENT_CHAIN), prefix):
-        versions.append(
-            to_message(
-                get_loaded(ctx.store, ctx.txn, scope, value, "id"),
-                scope,
-                None,
-                ctx.store,
-                ctx.txn,
-            )
-        )
+        loaded = get_loaded(ctx.store, ctx.txn, scope, value, "id")
+        versions.append(to_message(loaded, scope, None, answers=answers))
     return StatementHistoryOk(versions=tuple(versions))
 
 
-def scan_ids(
-    ctx: ReadContext, scope: Scope, subject: bytes | None, predicate: str | None
+def _positions(
+    ctx: ReadContext, table: bytes, prefix: bytes, after: bytes, as_of: int | None
 ) -> Iterator[tuple[bytes, bytes]]:
-    """(recorded_at ‖ id, id) for candidate rows, in recorded order when no subject is given."""
+    """(position, id) of every key ``prefix ‖ position`` of ``table``, in key order (which
+    is record order): from the first position after ``after`` to the last recorded at
+    or before ``as_of``. The walk stops at the first key recorded later, reading
+    nothing past it."""
+    size = len(prefix)
+    start = prefix + after if after else None
+    for key in scan_keys(ctx.txn, ctx.store.table(table), prefix, start=start):
+        position = key[size:]
+        if position <= after:
+            continue  # the cursor's own row: the walk starts at or after it
+        if as_of is not None and position_time(position) > as_of:
+            return
+        yield position, position[RECORD_TIME_BYTES:]
+
+
+def scan_ids(
+    ctx: ReadContext,
+    scope: Scope,
+    subject: bytes | None,
+    predicate: str | None,
+    *,
+    after: bytes = b"",
+    as_of: int | None = None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """(position, id) of the candidate rows, position being ``u64 recorded_at ‖ id``, in
+    position order: those of ``subject`` (every key answering as it) and ``predicate``
+    when given, positioned after ``after`` and, with ``as_of``, recorded at or before it.
+    Each index walked holds its keys in record order, so no row recorded after ``as_of``
+    is read, and a caller that stops early reads nothing further."""
     if subject is None:
-        prefix = scope.key()
-        for key in scan_keys(ctx.txn, ctx.store.table(STATEMENT_BY_TIME), prefix):
-            tail = key[len(prefix) :]
-            yield tail, tail[8:]
+        yield from _positions(ctx, STATEMENT_BY_TIME, scope.key(), after, as_of)
         return
     # An entity's statements include those stored under every key that answers as it.
     subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
-    found: list[tuple[bytes, bytes]] = []
-    table = ctx.store.table(STATEMENT_BY_SUBJECT)
-    for each in subjects:
-        prefix = (
-            scope.key(each) if predicate is None else scope.key(each, predicate_hash(predicate))
-        )
-        for key in scan_keys(ctx.txn, table, prefix):
-            tail = key[len(scope.key()) + SUBJECT_KEY_BYTES + PREDICATE_HASH_BYTES :]
-            found.append((tail, tail[8:]))
-    yield from sorted(found)
+    if predicate is None:
+        walks = [
+            _positions(ctx, STATEMENT_BY_SUBJECT_TIME, scope.key(each), after, as_of)
+            for each in subjects
+        ]
+    else:
+        ph = predicate_hash(predicate)
+        walks = [
+            _positions(ctx, STATEMENT_BY_SUBJECT, scope.key(each, ph), after, as_of)
+            for each in subjects
+        ]
+    # A statement is stored under one subject key, so the walks never share a position.
+    yield from walks[0] if len(walks) == 1 else heapq.merge(*walks)
 
 
 def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> StatementListOk:
@@ -109,19 +137,20 @@ def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> Stateme
         include_superseded=bool(request.include_superseded),
         as_of=request.as_of,
     )
-    after = request.cursor or b""
+    answers = AnswersAs(ctx.store, ctx.txn, scope)
     page: list[Statement] = []
     more = False
     last = b""
-    for position, statement_id in scan_ids(ctx, scope, subject, request.predicate):
-        if position <= after:
-            continue
+    candidates = scan_ids(
+        ctx, scope, subject, request.predicate, after=request.cursor or b"", as_of=request.as_of
+    )
+    for position, statement_id in candidates:
         loaded = get_loaded(ctx.store, ctx.txn, scope, statement_id, "id")
         if not judge(statement_times(loaded), filters).kept:
             continue
         if len(page) == limit:
             more = True
             break
-        page.append(to_message(loaded, scope, request.as_of, ctx.store, ctx.txn))
+        page.append(to_message(loaded, scope, request.as_of, answers=answers))
         last = position
     return StatementListOk(statements=tuple(page), cursor=last if more else None)

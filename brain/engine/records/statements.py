@@ -9,6 +9,9 @@ Storage, every key scope-prefixed:
   ``tombstoned_at`` and ``tombstone_reason``, and the validity close a
   supersession makes (``closed_valid_to`` learned at ``closed_at``);
 - ``statement_by_subject``: ``subject key ‖ predicate hash ‖ recorded_at ‖ id``;
+- ``statement_by_subject_time``: ``subject key ‖ recorded_at ‖ id``, the same key
+  without the predicate hash (:mod:`brain.engine.store.statement_keys`), written and
+  deleted with it;
 - ``statement_by_time``: ``recorded_at ‖ id`` (LIST order and paging);
 - ``statement_current``: ``subject key ‖ predicate hash ‖ id`` for the
   statements neither superseded nor tombstoned;
@@ -27,7 +30,6 @@ at the query's ``as_of`` (spec/03-time.md §4).
 from __future__ import annotations
 
 import hashlib
-from typing import Final
 
 import lmdb
 
@@ -37,6 +39,7 @@ from brain.engine.records.filters import RowTimes, validity_at
 from brain.engine.records.memories import check_citations
 from brain.engine.records.refs import (
     ENTITY_TAG,
+    AnswersAs,
     answers_as,
     keys_answering_as,
     ref_of_key,
@@ -53,12 +56,14 @@ from brain.engine.records.versioned import (
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
+from brain.engine.store.statement_keys import PREDICATE_HASH_BYTES, subject_time_key
 from brain.engine.store.tables import (
     ENTITIES,
     MEMORIES,
     STATEMENT_BY_EVIDENCE,
     STATEMENT_BY_OBJECT,
     STATEMENT_BY_SUBJECT,
+    STATEMENT_BY_SUBJECT_TIME,
     STATEMENT_BY_TIME,
     STATEMENT_CHAIN,
     STATEMENT_CURRENT,
@@ -94,11 +99,9 @@ __all__ = [
     "to_message",
 ]
 
-PREDICATE_HASH_BYTES: Final = 8
-"""Predicates are up to 1024 characters; index keys carry a hash, rows the text."""
-
 
 def predicate_hash(predicate: str) -> bytes:
+    """The hash of ``predicate`` that index keys carry."""
     return hashlib.sha256(predicate.encode("utf-8")).digest()[:PREDICATE_HASH_BYTES]
 
 
@@ -139,8 +142,13 @@ def to_message(
     believed_at: int | None,
     store: Store | None = None,
     txn: lmdb.Transaction | None = None,
+    *,
+    answers: AnswersAs | None = None,
 ) -> Statement:
-    """The statement as an answer shows it, with the validity believed at ``believed_at``."""
+    """The statement as an answer shows it, with the validity believed at ``believed_at``;
+    its subject and object shown as what they answer as when ``answers`` (the read's
+    own, so a subject many rows share is worked out once) or ``store`` and ``txn`` are
+    given, as stored otherwise."""
     c, s = loaded.content, loaded.state
     wire: dict[str, object] = {
         "id": loaded.id,
@@ -164,11 +172,13 @@ def to_message(
             wire[key] = c[key]
     subject = c["subject"]
     assert isinstance(subject, bytes)
-    if store is not None and txn is not None:
+    if answers is None and store is not None and txn is not None:
+        answers = AnswersAs(store, txn, scope)
+    if answers is not None:
         # The statements of a merged entity answer as the kept one's, those of a
         # decided name as the chosen entity's (spec/02-data-model.md §4); so do object values.
-        subject = answers_as(store, txn, scope, subject)
-        wire["object"] = shown_object(store, txn, scope, c["object"])
+        subject = answers(subject)
+        wire["object"] = _shown_as(answers, c["object"])
     wire["subject"] = ref_of_key(subject).to_wire()
     start, end = validity_at(statement_times(loaded), believed_at)
     if start is not None:
@@ -238,9 +248,11 @@ def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[C
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
     assert isinstance(recorded, int) and isinstance(version, int) and isinstance(root, bytes)
     ph = predicate_hash(predicate)
+    by_subject = scope.key(subject, ph, _u64(recorded), statement_id)
     changes: list[Change] = [
         Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
-        Put(STATEMENT_BY_SUBJECT, scope.key(subject, ph, _u64(recorded), statement_id), b""),
+        Put(STATEMENT_BY_SUBJECT, by_subject, b""),
+        Put(STATEMENT_BY_SUBJECT_TIME, subject_time_key(by_subject), b""),
         Put(STATEMENT_BY_TIME, scope.key(_u64(recorded), statement_id), b""),
         Put(STATEMENT_CURRENT, scope.key(subject, ph, statement_id), b""),
         Put(STATEMENT_CHAIN, scope.key(root, _u64(version)), statement_id),
@@ -258,10 +270,15 @@ def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[C
 def shown_object(store: Store, txn: lmdb.Transaction, scope: Scope, value: object) -> object:
     """A stored object value as answers show it: ``{"entity": id}`` of a merged-away
     entity as the end of its merge chain, anything else as stored."""
+    return _shown_as(AnswersAs(store, txn, scope), value)
+
+
+def _shown_as(answers: AnswersAs, value: object) -> object:
+    """:func:`shown_object` with a read's own :class:`AnswersAs`."""
     target = value.get("entity") if isinstance(value, dict) else None
     if not isinstance(target, bytes):
         return value
-    return {"entity": answers_as(store, txn, scope, ENTITY_TAG + target)[1:]}
+    return {"entity": answers(ENTITY_TAG + target)[1:]}
 
 
 def _object_entity(row: dict[str, object]) -> bytes | None:
@@ -342,19 +359,30 @@ def plan_create(
     A stateful predicate supersedes the subject's current value(s) and the new
     statement continues that chain. A predicate declared ``kind: fact`` and not
     stateful keeps both and queues a ``contradiction`` review item when a
-    current statement of the same subject says something else.
+    current statement of the same subject says something else. Any other
+    predicate reads none of the subject's statements, so its cost does not grow
+    with how many it has.
     """
     _check_references(ctx, scope, request, "")
     subject, changes = resolve_for_write(ctx, scope, request.subject, "subject")
     statement_id = ctx.ids.new()
     schema = load_schema(ctx.store, ctx.txn, scope)
-    current = [
-        c
-        for c in (load(ctx, scope, i) for i in current_ids(ctx, scope, subject, request.predicate))
-        if c.content.get("predicate") == request.predicate
-    ]
+    stateful = schema.is_stateful(request.predicate)
+    decl = schema.predicate(request.predicate)
+    declared_fact = decl is not None and decl.get("kind") == "fact"
+    current = (
+        [
+            c
+            for c in (
+                load(ctx, scope, i) for i in current_ids(ctx, scope, subject, request.predicate)
+            )
+            if c.content.get("predicate") == request.predicate
+        ]
+        if stateful or declared_fact
+        else []
+    )
     version, root, supersedes = 1, statement_id, None
-    if schema.is_stateful(request.predicate) and current:
+    if stateful and current:
         latest = max(current, key=lambda c: int(str(c.content["recorded_at"])))
         version = int(str(latest.content["version"])) + 1
         chain_root = latest.content["chain_root"]
@@ -362,12 +390,11 @@ def plan_create(
         root, supersedes = chain_root, latest.id
         for old in current:
             changes += superseded_changes(ctx, scope, old, statement_id, request.valid_from)
-    else:
-        decl = schema.predicate(request.predicate)
+    elif declared_fact and current:
         # Objects compare as answers show them: an entity and one merged into it agree.
         said = _shown(ctx, scope, request.object_.to_wire())
         differing = [c.id for c in current if _shown(ctx, scope, c.content.get("object")) != said]
-        if decl is not None and decl.get("kind") == "fact" and differing:
+        if differing:
             _, queued = queue_review(ctx, scope, "contradiction", [*differing, statement_id])
             changes += queued
     row = _content(
@@ -467,14 +494,13 @@ def retract_changes(ctx: PlanContext, scope: Scope, loaded: Versioned) -> list[C
     state.pop("closed_valid_to", None)
     subject, predicate, recorded = c["subject"], c["predicate"], c["recorded_at"]
     assert isinstance(subject, bytes) and isinstance(predicate, str) and isinstance(recorded, int)
+    by_subject = scope.key(subject, predicate_hash(predicate), _u64(recorded), loaded.id)
     changes: list[Change] = [
         Put(STATEMENTS, scope.key(loaded.id), cbor.encode(husk)),
         _put_state(scope, loaded.id, state),
         _no_longer_current(scope, loaded),
-        Delete(
-            STATEMENT_BY_SUBJECT,
-            scope.key(subject, predicate_hash(predicate), _u64(recorded), loaded.id),
-        ),
+        Delete(STATEMENT_BY_SUBJECT, by_subject),
+        Delete(STATEMENT_BY_SUBJECT_TIME, subject_time_key(by_subject)),
     ]
     changes += [Delete(STATEMENT_BY_EVIDENCE, scope.key(m, loaded.id)) for m in _evidence_ids(c)]
     target = _object_entity(c)

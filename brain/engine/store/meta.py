@@ -15,10 +15,25 @@ from brain.engine.store.env import Store
 from brain.engine.store.tables import META
 from brain.errors import StorageFault
 
-__all__ = ["FORMAT_VERSION", "Progress", "check_format", "get_progress", "put_progress"]
+__all__ = [
+    "FORMAT_VERSION",
+    "OLDEST_FORMAT",
+    "Progress",
+    "check_format",
+    "get_progress",
+    "put_progress",
+    "stamp_format",
+    "stored_format",
+]
 
-FORMAT_VERSION: Final = 1
-"""Version of the on-disk layout; a store of another version is refused."""
+FORMAT_VERSION: Final = 2
+"""Version of the on-disk layout this build writes. Version 2 added
+``statement_by_subject_time``."""
+
+OLDEST_FORMAT: Final = 1
+"""The oldest layout this build opens: a store of a version from here to
+:data:`FORMAT_VERSION` is upgraded when opened (:mod:`brain.engine.store.upgrade`), any
+other version is refused."""
 
 _APPLIED_LSN: Final = b"applied_lsn"
 _LAST_RECORD_TIME: Final = b"last_record_time"
@@ -57,16 +72,28 @@ def put_progress(store: Store, txn: lmdb.Transaction, lsn: int, record_time: int
     txn.put(_LAST_RECORD_TIME, record_time.to_bytes(8, "big", signed=True), db=db)
 
 
+def stored_format(store: Store, txn: lmdb.Transaction) -> int | None:
+    """The layout version the store is stamped with (None: a new store)."""
+    raw = txn.get(_FORMAT, db=store.table(META))
+    return None if raw is None else int.from_bytes(raw, "big")
+
+
+def stamp_format(store: Store, txn: lmdb.Transaction, version: int) -> None:
+    """Stamp the store with layout ``version`` (in the transaction that makes it so)."""
+    txn.put(_FORMAT, _u64(version), db=store.table(META))
+
+
 def check_format(store: Store) -> None:
-    """Stamp a new store with the format version; refuse another version."""
-    db = store.table(META)
+    """Stamp a new store with the format version; refuse a version this build cannot
+    open. A store of an older version this build upgrades is left as it is: its WAL
+    is replayed first, by the rules it was written under, and then it is upgraded."""
     with store.env.begin(write=True) as txn:
-        raw = txn.get(_FORMAT, db=db)
-        if raw is None:
-            txn.put(_FORMAT, _u64(FORMAT_VERSION), db=db)
+        version = stored_format(store, txn)
+        if version is None:
+            stamp_format(store, txn, FORMAT_VERSION)
             return
-        version = int.from_bytes(raw, "big")
-    if version != FORMAT_VERSION:
+    if not OLDEST_FORMAT <= version <= FORMAT_VERSION:
         raise StorageFault(
-            f"the store at {store.path} has format {version}; this build reads {FORMAT_VERSION}"
+            f"the store at {store.path} has format {version}; this build reads "
+            f"{OLDEST_FORMAT} to {FORMAT_VERSION}"
         )

@@ -50,6 +50,7 @@ __all__ = [
     "STATEMENT_BY_EVIDENCE",
     "STATEMENT_BY_OBJECT",
     "STATEMENT_BY_SUBJECT",
+    "STATEMENT_BY_SUBJECT_TIME",
     "STATEMENT_BY_TIME",
     "STATEMENT_CHAIN",
     "STATEMENT_CURRENT",
@@ -198,6 +199,12 @@ normalised name, never its text), while their text is stored."""
 MENTION_STATS: Final = b"mention_stats"
 """``S ‖ "mentioned"`` (memories with a mention), ``S ‖ "df" ‖ name hash`` (memories
 mentioning the name, while some do) -> signed 64-bit counters."""
+
+STATEMENT_BY_SUBJECT_TIME: Final = b"statement_by_subject_time"
+"""``S ‖ subject key ‖ u64 recorded_at ‖ id`` -> empty: a subject's statements in record
+order, whatever their predicate (``statement_by_subject`` without the predicate hash),
+written and deleted with the ``statement_by_subject`` key; an export leaves it out and
+an import writes it from those keys (:mod:`brain.engine.store.statement_keys`)."""
 
 TABLES: Final[tuple[bytes, ...]] = tuple(
     value for name, value in list(globals().items()) if name.isupper() and isinstance(value, bytes)
