@@ -55,6 +55,7 @@ from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
+from brain.engine.store.upgrade import upgrade_format
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
@@ -145,7 +146,10 @@ class Database:
         )
         try:
             store = Store(
-                root / "lmdb", map_size=opts.map_size, remedy=_store_remedy(wal, root / "lmdb")
+                root / "lmdb",
+                map_size=opts.map_size,
+                remedy=_store_remedy(wal, root / "lmdb"),
+                fsync=opts.fsync,
             )
         except BaseException:
             wal.close()
@@ -154,6 +158,7 @@ class Database:
         try:
             check_format(store)
             applied, last_time = _recover(store, wal)
+            upgrade_format(store)
             clock = RecordClock(last_time)
             retention = opts.idempotency_retention_ns
 
@@ -271,6 +276,20 @@ class Database:
         """Run a read in a consistent snapshot (TXN_BEGIN and TXN_ABORT come here too)."""
         self._check_open()
         return self._dispatcher.read(namespace, opcode, request, owner)
+
+    @staticmethod
+    def is_point_read(opcode: Opcode, request: Message) -> bool:
+        """True when :meth:`read_point` may run the request: a read of a bounded
+        number of key lookups (:meth:`Dispatcher.is_point_read
+        <brain.engine.dispatcher.Dispatcher.is_point_read>`)."""
+        return Dispatcher.is_point_read(opcode, request)
+
+    def read_point(self, namespace: str, opcode: Opcode, request: Message) -> Message | None:
+        """Run a point read without waiting for the store; None when it is held for a
+        resize or a compaction (:meth:`Dispatcher.read_point
+        <brain.engine.dispatcher.Dispatcher.read_point>`)."""
+        self._check_open()
+        return self._dispatcher.read_point(namespace, opcode, request)
 
     def execute(
         self,

@@ -19,7 +19,7 @@ from brain.engine.write.plan import Change
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
-__all__ = ["READS", "WRITES", "ReadHandler", "WritePlanner"]
+__all__ = ["POINT_READS", "READS", "WRITES", "ReadHandler", "WritePlanner"]
 
 
 # Each planner takes (PlanContext, scope, request) and each reader (ReadContext,
@@ -50,3 +50,12 @@ READS: Final[dict[Opcode, ReadHandler]] = {
     **ENTITY_READS,
     **RECALL_READS,
 }
+
+POINT_READS: Final = frozenset(
+    {Opcode.MEMORY_GET, Opcode.STATEMENT_GET, Opcode.ENTITY_GET, Opcode.RELATION_GET}
+)
+"""The reads whose work is bounded by a few key lookups, whatever the data: one
+record by id, its state row, and what its references answer as (at most
+``MAX_MERGE_HOPS`` entity rows per reference). The server answers them on its
+event loop (spec/06-operations.md §11); a read that scans (a LIST, a
+history, a traverse, a recall) is not one of them."""

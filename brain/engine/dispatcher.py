@@ -6,6 +6,8 @@ a write is planned on the writer thread (:mod:`brain.engine.planner` wraps it
 with idempotency and the change log); a read runs on the caller's thread in a
 read-only LMDB transaction; the transaction opcodes keep their open
 transactions in a :class:`~brain.engine.write.transactions.TxnRegistry`.
+A point read (:data:`~brain.engine.dispatch.POINT_READS`) can also be run by
+a caller that must never wait (:meth:`Dispatcher.read_point`).
 
 It lives beside :mod:`brain.engine.dispatch` rather than in it because the
 planner reads that module's tables, and the dispatcher calls the planner.
@@ -20,11 +22,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Final
 
+import lmdb
+
 from brain import cbor
-from brain.engine.dispatch import READS, WRITES, ReadHandler
+from brain.engine.dispatch import POINT_READS, READS, WRITES, ReadHandler
 from brain.engine.index.service import Retrieval
 from brain.engine.planner import plan_buffered, plan_commit, plan_single, read_in_txn
 from brain.engine.store.env import Store
+from brain.engine.store.nowait import read_nowait
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget
 from brain.engine.write.activity import Activity
@@ -37,7 +42,7 @@ from brain.errors import BrainError, Unavailable
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
 from brain.wire.registry import response_class
-from brain.wire.schema import Message
+from brain.wire.schema import Message, built_answers
 
 __all__ = ["Dispatcher"]
 
@@ -83,6 +88,13 @@ class Dispatcher:
     def is_write(opcode: Opcode) -> bool:
         """True for opcodes that go through the writer."""
         return opcode in WRITES or opcode is Opcode.TXN_COMMIT
+
+    @staticmethod
+    def is_point_read(opcode: Opcode, request: Message) -> bool:
+        """True for a point read (:data:`~brain.engine.dispatch.POINT_READS`) outside
+        a transaction: one :meth:`read_point` may run. A read inside a transaction
+        waits for the writer, which replays the transaction's writes first."""
+        return opcode in POINT_READS and getattr(request, "txn_id", None) is None
 
     def submit(
         self,
@@ -162,18 +174,43 @@ class Dispatcher:
         try:
             return self._read_snapshot(handler, scope, request)
         except BrainError as exc:
-            # The traceback of a refused read holds its frames, and through them its
-            # LMDB transaction, whose reader slot is freed only when that object dies.
-            # The answers of a burst of refusals (NOT_FOUND for unknown ids) wait for
-            # the event loop, up to one per open stream, and would hold as many slots
-            # (MDB_READERS_FULL). The caller needs the error, not where it arose.
-            exc.__context__ = None
-            raise exc.with_traceback(None) from None
+            raise _bare(exc) from None
+
+    def read_point(self, namespace: str, opcode: Opcode, request: Message) -> Message | None:
+        """Run a point read (:meth:`is_point_read`) on the calling thread without ever
+        waiting for the store: None, having done nothing, when the store is held for
+        a map resize or a compaction; then :meth:`read` on a thread that may wait."""
+        self._activity.touch(namespace)
+        handler = READS[opcode]
+        scope = Scope.of(namespace, getattr(request, "space", None))
+        try:
+            return self._read_snapshot_nowait(handler, scope, request)
+        except BrainError as exc:
+            raise _bare(exc) from None
+
+    # The transaction is a local of these two and not of their callers: the frames
+    # a refusal's traceback keeps from here on hold no transaction (see _bare).
 
     def _read_snapshot(self, handler: ReadHandler, scope: Scope, request: Message) -> Message:
         with self._store.read() as txn:
-            now = self._writer.clock.now()
-            context = ReadContext(self._store, txn, now, self._resolution, self._retrieval)
+            return self._answer(handler, txn, scope, request)
+
+    def _read_snapshot_nowait(
+        self, handler: ReadHandler, scope: Scope, request: Message
+    ) -> Message | None:
+        with read_nowait(self._store) as txn:
+            if txn is None:
+                return None
+            return self._answer(handler, txn, scope, request)
+
+    def _answer(
+        self, handler: ReadHandler, txn: lmdb.Transaction, scope: Scope, request: Message
+    ) -> Message:
+        now = self._writer.clock.now()
+        context = ReadContext(self._store, txn, now, self._resolution, self._retrieval)
+        # The answer is made of stored rows, each checked when it was written: it is
+        # converted into messages, not validated again (brain.wire.schema).
+        with built_answers():
             return handler(context, scope, request)
 
     def execute(
@@ -213,3 +250,13 @@ class Dispatcher:
         start), in log order, each with its position (``spec/06-operations.md``)."""
         with self._store.read() as txn:
             return read_changes(self._store, txn, Scope.of(namespace, space), after, limit)
+
+
+def _bare(exc: BrainError) -> BrainError:
+    """``exc`` without its traceback or context. The traceback of a refused read holds
+    its frames, and through them its LMDB transaction, whose reader slot is freed only
+    when that object dies. The answers of a burst of refusals (NOT_FOUND for unknown
+    ids) wait for the event loop, up to one per open stream, and would hold as many
+    slots (MDB_READERS_FULL). The caller needs the error, not where it arose."""
+    exc.__context__ = None
+    return exc.with_traceback(None)

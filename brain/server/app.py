@@ -20,6 +20,8 @@ from aiohttp import web
 
 from brain import __version__
 from brain.engine.database import Database, DatabaseOptions
+from brain.engine.write.activity import Activity
+from brain.engine.write.pacing import Pacing
 from brain.errors import Overloaded
 from brain.ids import new_id
 from brain.server.admission import OVERLOADED_RETRY_MS, Admission, Slot
@@ -71,6 +73,9 @@ class Server:
             max_connections=config.server.max_connections,
             max_per_peer=config.server.max_connections_per_peer,
         )
+        # Each namespace's share of the event loop, kept across its connections
+        # (spec/06-operations.md §11); only the event loop uses it.
+        self._loop_pacing = Pacing(Activity())
         self.wire_port = 0
         self.public_port = 0
         self.admin_port = 0
@@ -164,6 +169,7 @@ class Server:
             metrics=self.metrics,
             idle_timeout_s=server.idle_timeout_s,
             subscriber_stall_s=server.subscriber_stall_s,
+            pacing=self._loop_pacing,
         )
         try:
             slot = self._admit(writer, connection)

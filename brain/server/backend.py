@@ -3,9 +3,12 @@
 The shell hands every decoded, authorised data request to a :class:`Backend`
 and sends back whatever message it returns or error it raises.
 :class:`EngineBackend` serves an open :class:`~brain.engine.database.Database`:
-writes go to its writer thread, reads run in a thread pool, so nothing blocking
-runs on the event loop. A write answers with the exact bytes the engine stored
-(:class:`RawAnswer`), so a retried request gets its first answer byte for byte.
+writes go to its writer thread, and reads run in a thread pool, except point
+reads (a record by id: a few key lookups), which the event loop answers itself
+(:meth:`Backend.execute_inline`; spec/06-operations.md §11): the hop to
+a thread and back cost more than the read. A write answers with the exact bytes
+the engine stored (:class:`RawAnswer`), so a retried request gets its first
+answer byte for byte.
 :class:`UnbuiltBackend` refuses everything; it serves tests of the shell alone.
 """
 
@@ -71,6 +74,19 @@ class Backend(Protocol):
         """Run one data request for ``principal``; raise a BrainError to refuse it."""
         ...
 
+    def answers_inline(self, opcode: Opcode, request: Message) -> bool:
+        """True when :meth:`execute_inline` may answer the request: its work is
+        bounded, and small enough to be done on the event loop."""
+        ...
+
+    def execute_inline(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | None:
+        """Answer a request :meth:`answers_inline` accepted, here and now, never
+        blocking; None, having done nothing, when that cannot be done now (then
+        :meth:`execute`). Raise a BrainError to refuse it."""
+        ...
+
     def status(self) -> BackendStatus:
         """Whether the backend can take writes now, and how far it has applied."""
         ...
@@ -124,6 +140,18 @@ class EngineBackend:
         return await loop.run_in_executor(
             pool, db.read, principal.namespace, opcode, request, principal.session_id
         )
+
+    def answers_inline(self, opcode: Opcode, request: Message) -> bool:
+        """Point reads outside a transaction (:meth:`Database.is_point_read
+        <brain.engine.database.Database.is_point_read>`)."""
+        return self.database.is_point_read(opcode, request)
+
+    def execute_inline(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | None:
+        """The point read, in a snapshot taken without waiting; None while the store
+        is held for a map resize or a compaction."""
+        return self.database.read_point(principal.namespace, opcode, request)
 
     def connection_closed(self, principal: Principal) -> None:
         """Abort the transactions the connection left open."""
@@ -202,6 +230,16 @@ class UnbuiltBackend:
         self, principal: Principal, opcode: Opcode, request: Message
     ) -> Message | RawAnswer:
         """Refuse with UNAVAILABLE; the request was already fully validated."""
+        raise Unavailable(f"{opcode.name} is not available in this build")
+
+    def answers_inline(self, opcode: Opcode, request: Message) -> bool:
+        """Nothing is answered inline: every request is refused by :meth:`execute`."""
+        return False
+
+    def execute_inline(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | None:
+        """Never called (:meth:`answers_inline` accepts nothing); refuses as execute."""
         raise Unavailable(f"{opcode.name} is not available in this build")
 
     def status(self) -> BackendStatus:

@@ -1,10 +1,17 @@
 """One wire connection: the asyncio shell around :class:`brain.wire.session.ServerSession`.
 
 The read loop feeds bytes to the session and acts on its events: bytes are
-written, AUTH is checked against the key store in a worker thread, and every
-data request runs in its own task so that answers may come back in any order
-(spec/01-wire.md §3). Nothing here parses bytes or decides protocol questions; that is
-the session's job.
+written, AUTH is checked against the key store, a point read is answered there
+and then (:meth:`Backend.answers_inline
+<brain.server.backend.Backend.answers_inline>`), and every other data request
+runs in its own task so that answers may come back in any order
+(spec/01-wire.md §3). Nothing here parses bytes or decides protocol questions;
+that is the session's job.
+
+The timeouts of spec/01-wire.md §3 (the handshake's, a frame's, the idle one)
+are one deadline per connection, worked out from its state when it is needed:
+the read loop compares it with the clock before each read, and one timer per
+connection looks while the loop waits, re-armed only when it fires early.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from brain.engine.write.pacing import Pacing
 from brain.errors import BrainError, Internal, Overloaded, Unauthenticated
 from brain.ids import new_id
 from brain.server.admission import Slot
@@ -45,7 +53,7 @@ from brain.wire.session import (
     encode_error_frame,
 )
 
-__all__ = ["READ_CHUNK", "Connection"]
+__all__ = ["INLINE_SLICE_S", "READ_CHUNK", "Connection"]
 
 log = logging.getLogger("brain.server")
 
@@ -55,6 +63,16 @@ SUBSCRIPTION_END_S: Final = 5.0
 READ_CHUNK: Final = 64 * 1024
 """Bytes asked of the socket per read: never more than this is buffered ahead of
 the frame reader, whatever length a header claims."""
+
+INLINE_SLICE_S: Final = 0.0001
+"""Longest the event loop works on one connection's frames (decoding them,
+answering its point reads) before it lets every other ready connection take its
+turn: a client pipelining requests is served in slices this long, interleaved
+with the others' work, so it delays each of them by about a slice. A point read
+takes longer than this, so pipelined reads are served one per turn, round-robin
+between the busy connections: under four connections pipelining 250 GETs each,
+another client's GET waited twice as long with slices of 0.5 ms as with these,
+and the flood's throughput was the same (spec/06-operations.md §11)."""
 
 
 class Connection:
@@ -72,7 +90,10 @@ class Connection:
         idle_timeout_s: float,
         subscriber_stall_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        pacing: Pacing | None = None,
     ) -> None:
+        """``pacing`` meters each namespace's share of the event loop, shared by
+        every connection of the server (None: no connection is ever held back)."""
         self._reader = reader
         self._writer = writer
         self._session = session
@@ -91,6 +112,18 @@ class Connection:
         self._clock = clock
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._closing = False
+        # The deadline's inputs (_deadline), in clock time.
+        self._started = 0.0
+        self._idle_since = 0.0
+        self._frame_started: float | None = None
+        self._reading = False
+        """True while the read loop waits for the peer: only then may it time out."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._timed_out: str | None = None
+        # When this turn of answering point reads began (perf_counter).
+        self._slice_started = 0.0
+        self._pacing = pacing
         peer = writer.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -131,30 +164,29 @@ class Connection:
 
     async def serve(self) -> None:
         """Run until the peer leaves, the protocol closes the connection, or a timeout."""
-        started = self._clock()
-        frame_started: float | None = None
+        self._started = self._idle_since = self._clock()
+        self._arm(self._started + HANDSHAKE_TIMEOUT_S)
         try:
             while not self._closing:
-                timeout = self._read_timeout(started, frame_started)
+                now = self._idle_since = self._clock()
+                due = self._deadline()
+                if due is not None and now >= due[0]:
+                    self._time_out(due[1])
+                    break
+                self._reading = True
                 try:
-                    data = await asyncio.wait_for(self._reader.read(READ_CHUNK), timeout)
-                except TimeoutError:
-                    reason = (
-                        "handshake timeout"
-                        if not self._session.handshake_done
-                        else "frame not completed in time"
-                        if frame_started is not None
-                        else "idle timeout"
-                    )
-                    log.info("closing %s: %s", self._peer, reason)
+                    data = await self._reader.read(READ_CHUNK)
+                finally:
+                    self._reading = False
+                if not data or self._timed_out is not None:
                     break
-                if not data:
-                    break
-                await self._act(self._session.receive_data(data))
+                completed = await self._receive(data)
                 if not self._session.mid_frame:
-                    frame_started = None
-                elif frame_started is None:
-                    frame_started = self._clock()
+                    self._frame_started = None
+                elif completed or self._frame_started is None:
+                    # The frame left unfinished began in these bytes; its time counts
+                    # from now, when the server is done with them, not while it works.
+                    self._frame_started = self._clock()
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s dropped: %s", self._peer, exc)
         except Exception:
@@ -166,17 +198,89 @@ class Connection:
         finally:
             await self._shutdown()
 
-    def _read_timeout(self, started: float, frame_started: float | None) -> float | None:
-        now = self._clock()
+    async def _receive(self, data: bytes) -> int:
+        """Act on each frame of ``data`` in turn; how many there were. Once this
+        connection's turn has lasted :data:`INLINE_SLICE_S` (decoding its frames and
+        answering its point reads), every other connection's ready work runs before
+        its next frame."""
+        self._slice_started = time.perf_counter()
+        frames, events = self._session.frames(data)
+        if events:
+            await self._act(events)
+        for number, frame in enumerate(frames):
+            principal = self._session.principal
+            namespace = None if principal is None else principal.namespace
+            if namespace is not None and self._pacing is not None:
+                await self._pace(namespace, self._pacing)
+            if number and time.perf_counter() - self._slice_started >= INLINE_SLICE_S:
+                await asyncio.sleep(0)
+                self._slice_started = time.perf_counter()
+            started = time.perf_counter()
+            events = self._session.handle(frame)
+            self._spend(time.perf_counter() - started)
+            if events:
+                await self._act(events)
+        return len(frames)
+
+    def _spend(self, seconds: float) -> None:
+        """Count ``seconds`` of the event loop's own work (never a wait) against this
+        connection's namespace."""
+        principal = self._session.principal
+        if principal is not None and self._pacing is not None:
+            self._pacing.spent(principal.namespace, seconds, self._pacing.now())
+
+    async def _pace(self, namespace: str, pacing: Pacing) -> None:
+        """Hold this connection back while its namespace is over its share of the
+        event loop and another namespace is active (spec/06-operations.md §11)."""
+        pacing.activity.touch(namespace)
+        while (wait := pacing.pause((namespace,), pacing.now())) > 0:
+            await asyncio.sleep(wait)
+            self._metrics.loop_paced.inc(wait)
+            self._slice_started = time.perf_counter()  # the others had their turns
+
+    def _deadline(self) -> tuple[float, str] | None:
+        """When the connection times out if the peer sends nothing more, and why;
+        None while it waits for an answer of ours."""
         if not self._session.handshake_done:
-            return max(0.0, started + HANDSHAKE_TIMEOUT_S - now)
-        if frame_started is not None:
+            return self._started + HANDSHAKE_TIMEOUT_S, "handshake timeout"
+        if self._frame_started is not None:
             # A frame must arrive whole within the idle timeout of its first byte: a
             # client trickling bytes is not idle by the byte, but it holds a slot.
-            return max(0.0, frame_started + self._idle_timeout_s - now)
+            return self._frame_started + self._idle_timeout_s, "frame not completed in time"
         if self._tasks:
             return None  # work in flight: the client is waiting on us, not idle
-        return self._idle_timeout_s
+        return self._idle_since + self._idle_timeout_s, "idle timeout"
+
+    def _arm(self, at: float) -> None:
+        """Have :meth:`_on_timer` run by clock time ``at``. The timer is never later
+        than the deadline: every deadline but the handshake's is at least an idle
+        timeout after the moment the timer was last armed, and AUTH re-arms it."""
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        delay = max(0.0, at - self._clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closing or self._timed_out is not None:
+            return
+        now = self._clock()
+        due = self._deadline()
+        if due is not None and now >= due[0] and self._reading:
+            self._time_out(due[1])
+            return
+        # Not due yet, or we are busy rather than waiting for the peer (the read loop
+        # compares the deadline with the clock before it next waits): look again.
+        self._arm(due[0] if due is not None and due[0] > now else now + self._idle_timeout_s)
+
+    def _time_out(self, reason: str) -> None:
+        """Close for ``reason``: wake the read loop, which then stops."""
+        log.info("closing %s: %s", self._peer, reason)
+        self._timed_out = reason
+        self._stop_reading()
 
     async def _act(self, events: list[Event]) -> None:
         for event in events:
@@ -221,12 +325,59 @@ class Connection:
             assert isinstance(event.request, Subscribe)
             task = asyncio.create_task(self._subscription(event.stream_id, event.request))
             self._subscriptions[event.stream_id] = task
+        elif self._backend.answers_inline(event.opcode, event.request) and (
+            await self._answer_inline(event)
+        ):
+            return
         else:
             task = asyncio.create_task(self._run(event))
         self._tasks[event.stream_id] = task
 
+    async def _answer_inline(self, event: RequestReceived) -> bool:
+        """Answer a point read here, on the event loop: False, having done nothing,
+        when the backend cannot do it now without waiting (then it runs as a task)."""
+        started = time.perf_counter()
+        principal = self._session.principal
+        assert principal is not None
+        try:
+            answer = self._backend.execute_inline(principal, event.opcode, event.request)
+        except BrainError as exc:
+            outcome = exc.wire_name
+            events = self._session.respond_error(event.stream_id, exc)
+        except Exception:
+            error = self._internal_error(event.opcode)
+            outcome = error.wire_name
+            events = self._session.respond_error(event.stream_id, error)
+        else:
+            if answer is None:
+                return False
+            outcome = "ok"
+            events = self._session.respond(event.stream_id, event.opcode, answer)
+        took = time.perf_counter() - started
+        self._spend(took)
+        self._metrics.observe(event.opcode.name, outcome, took)
+        # Written at once; the read loop waits for the socket to take it before the
+        # next frame, so a peer that does not read stops being read from.
+        await self._act_now(events)
+        return True
+
+    def _internal_error(self, opcode: Opcode) -> Internal:
+        """The error a bug of ours answers with; the log has the traceback."""
+        log_id = new_id().hex()
+        log.exception("internal error %s on %s", log_id, opcode.name)
+        return Internal(f"internal error; see the server log for id {log_id}")
+
+    def _task_done(self, stream_id: int) -> None:
+        """The task answering ``stream_id`` ended; with none left, the idle time starts."""
+        self._tasks.pop(stream_id, None)
+        if not self._tasks:
+            self._idle_since = self._clock()
+
     async def _authenticate(self, event: AuthRequested) -> None:
-        record = await asyncio.to_thread(self._keys.authenticate, event.api_key)
+        # A hash and one lookup in the key store, whose LMDB map never grows: bounded
+        # and never waiting, so answered here as a point read is (no thread to wait
+        # for, however busy the others are).
+        record = self._keys.authenticate(event.api_key)
         if record is None:
             await self._act(
                 self._session.auth_failed(event.stream_id, Unauthenticated("unknown API key"))
@@ -237,6 +388,8 @@ class Connection:
         )
         if self.slot is not None:
             self.slot.authenticate()
+        # From now on the idle timeout counts, which may come before the handshake's.
+        self._arm(self._clock() + self._idle_timeout_s)
         await self._act(self._session.auth_succeeded(event.stream_id, principal))
 
     async def _end_subscription(self, stream_id: int) -> bool:
@@ -288,7 +441,7 @@ class Connection:
         finally:
             self._metrics.subscriptions_open.dec()
             self._subscriptions.pop(stream_id, None)
-            self._tasks.pop(stream_id, None)
+            self._task_done(stream_id)
 
     async def _send_changes(self, stream_id: int, lsn: int, events: list[ChangeEvent]) -> bool:
         """Send one LSN's changes and wait for the socket to take them; False (after
@@ -340,9 +493,7 @@ class Connection:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log_id = new_id().hex()
-                log.exception("internal error %s on %s", log_id, event.opcode.name)
-                error = Internal(f"internal error; see the server log for id {log_id}")
+                error = self._internal_error(event.opcode)
                 outcome = error.wire_name
                 events = self._session.respond_error(event.stream_id, error)
             else:
@@ -358,7 +509,7 @@ class Connection:
         except (ConnectionError, OSError):
             self._closing = True
         finally:
-            self._tasks.pop(event.stream_id, None)
+            self._task_done(event.stream_id)
 
     async def _shutdown(self) -> None:
         try:
@@ -381,6 +532,9 @@ class Connection:
             await self._writer.drain()
 
     async def _close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         principal = self._session.principal
         self._session.close()
         if principal is not None:

@@ -89,6 +89,17 @@ class ServerMetrics:
             ["error"],
             registry=self.registry,
         )
+        self.loop_paced = Counter(
+            "brain_loop_paced_seconds",
+            "Seconds connections waited because their namespace was over its share "
+            "of the event loop while another namespace was active.",
+            registry=self.registry,
+        )
+        # The labelled series observe() updates, looked up once each: finding one
+        # through labels() costs more than the point read it counts. Both keys come
+        # from fixed sets (opcode names, error names), so these stay small.
+        self._counted: dict[tuple[str, str], Counter] = {}
+        self._timed: dict[str, Histogram] = {}
 
     def attach_database(self, database: Database) -> None:
         """Export the database's WAL, writer and store figures at every scrape."""
@@ -96,8 +107,16 @@ class ServerMetrics:
 
     def observe(self, opcode: str, outcome: str, seconds: float) -> None:
         """Count one answered request."""
-        self.requests.labels(opcode=opcode, outcome=outcome).inc()
-        self.latency.labels(opcode=opcode).observe(seconds)
+        counted = self._counted.get((opcode, outcome))
+        if counted is None:
+            counted = self._counted[opcode, outcome] = self.requests.labels(
+                opcode=opcode, outcome=outcome
+            )
+        counted.inc()
+        timed = self._timed.get(opcode)
+        if timed is None:
+            timed = self._timed[opcode] = self.latency.labels(opcode=opcode)
+        timed.observe(seconds)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -16,6 +16,14 @@ of the way. Optional fields default to ``None`` and are omitted on the wire;
 A union of message classes is decoded by its discriminating key: each member
 must have exactly one required field, and its key picks the member (the
 ``{"entity": id}`` / ``{"name": …}`` shapes of spec/01-wire.md §9).
+
+Answers the engine builds from its own stored rows were checked when those
+rows were written: inside :func:`built_answers` (on the calling thread only),
+messages are converted as usual (nested maps become messages, arrays tuples,
+integers floats) but their constraints are not checked again. Requests are
+never built there. :func:`check_built_answers` turns the full checks back on
+everywhere, which the test suite does, so a builder that makes an invalid
+answer still fails a test.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import threading
 import types
 import typing
 import unicodedata
@@ -39,6 +48,8 @@ __all__ = [
     "Message",
     "Range",
     "TextPattern",
+    "built_answers",
+    "check_built_answers",
     "describe_message",
     "field_keys",
     "nested_messages",
@@ -48,6 +59,56 @@ __all__ = [
 T = TypeVar("T")
 
 Checker = Callable[[object, str], object]
+
+Converter = Callable[[object], object]
+"""The conversion half of a :data:`Checker` alone, for built answers."""
+
+
+class _Trust(threading.local):
+    """Per thread: whether the messages made now are answers built from stored rows."""
+
+    built = False
+
+
+_TRUST: Final = _Trust()
+
+_CHECK_BUILT: list[bool] = [False]
+"""Whether built answers are checked as fully as requests (the test suite's mode),
+for every thread; a one-item list, changed in place."""
+
+
+class _Built:
+    """The block of :func:`built_answers`."""
+
+    __slots__ = ("_outer",)
+
+    def __enter__(self) -> None:
+        self._outer = _TRUST.built
+        _TRUST.built = True
+
+    def __exit__(self, *exc: object) -> None:
+        _TRUST.built = self._outer
+
+
+def built_answers() -> _Built:
+    """Within ``with built_answers():`` on this thread, messages are answers the
+    engine builds from its stored rows: converted, not validated again (unless
+    :func:`check_built_answers` is on). Nothing made from a request may be built
+    inside. Blocks nest."""
+    return _Built()
+
+
+def check_built_answers(on: bool) -> bool:
+    """Check built answers as fully as requests (``on``) or trust them (the default);
+    returns the setting it replaced. The test suite turns it on, so a builder that
+    makes an invalid answer fails there instead of sending it."""
+    previous = _CHECK_BUILT[0]
+    _CHECK_BUILT[0] = on
+    return previous
+
+
+def _trusted() -> bool:
+    return _TRUST.built and not _CHECK_BUILT[0]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -103,6 +164,14 @@ class Message:
 
     def __post_init__(self) -> None:
         spec = _spec_of(type(self))
+        if _TRUST.built and not _CHECK_BUILT[0]:
+            for name, convert in spec.converters:
+                value = getattr(self, name)
+                if value is not None:
+                    converted = convert(value)
+                    if converted is not value:
+                        object.__setattr__(self, name, converted)
+            return
         for name, key, check in spec.checkers:
             value = getattr(self, name)
             if value is None:
@@ -117,7 +186,8 @@ class Message:
 
     @classmethod
     def from_wire(cls, obj: object, path: str = "") -> Self:
-        """Build the message from a decoded CBOR value, or raise InvalidArgument."""
+        """Build the message from a decoded CBOR value, or raise InvalidArgument
+        (inside :func:`built_answers`: converted, not checked)."""
         result = _decode_message(cls, obj, path)
         assert isinstance(result, cls)
         return result
@@ -153,6 +223,9 @@ class _Spec:
     checkers: tuple[tuple[str, str, Checker], ...]
     required: frozenset[str]
     by_key: Mapping[str, str]  # wire key -> attribute name
+    # The fields a built answer still converts (attribute name, converter); a field
+    # whose values are kept as they come is not listed.
+    converters: tuple[tuple[str, Converter], ...]
 
 
 _SPECS: dict[type, _Spec] = {}
@@ -173,6 +246,7 @@ def _spec_of(cls: type) -> _Spec:
 def _compile_spec(cls: type) -> _Spec:
     hints = typing.get_type_hints(cls, include_extras=True)
     checkers: list[tuple[str, str, Checker]] = []
+    converters: list[tuple[str, Converter]] = []
     required: set[str] = set()
     by_key: dict[str, str] = {}
     for fld in dataclasses.fields(cls):
@@ -187,8 +261,11 @@ def _compile_spec(cls: type) -> _Spec:
             raise TypeError(f"{cls.__name__}.{fld.name} defaults to None but is not Optional")
         key = _wire_key(fld.name)
         checkers.append((fld.name, key, _compile(inner)))
+        convert = _compile_converter(inner)
+        if convert is not None:
+            converters.append((fld.name, convert))
         by_key[key] = fld.name
-    return _Spec(tuple(checkers), frozenset(required), by_key)
+    return _Spec(tuple(checkers), frozenset(required), by_key, tuple(converters))
 
 
 def _split_optional(hint: object) -> tuple[bool, object]:
@@ -255,6 +332,67 @@ def _compile(hint: object) -> Checker:
     if isinstance(hint, type) and issubclass(hint, Message):
         return _message_checker(hint)
     raise TypeError(f"unsupported message field type {hint!r}")
+
+
+def _compile_converter(hint: object) -> Converter | None:
+    """What :func:`_compile` makes of ``hint`` without its constraints and type
+    checks, for built answers: the conversions alone, or None when values are kept
+    as they are."""
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        return _compile_converter(typing.get_args(hint)[0])
+    if hint is float:
+        return _to_float
+    if origin is tuple:
+        return _tuple_converter(_compile_converter(typing.get_args(hint)[0]))
+    if origin in (typing.Union, types.UnionType):
+        return _union_converter(typing.get_args(hint))
+    if isinstance(hint, type) and issubclass(hint, Message):
+        return _message_converter(hint)
+    return None
+
+
+def _to_float(value: object) -> object:
+    if type(value) is int:
+        return float(value)
+    return value
+
+
+def _tuple_converter(item: Converter | None) -> Converter:
+    def convert(value: object) -> object:
+        assert isinstance(value, list | tuple)
+        if item is None:
+            return value if isinstance(value, tuple) else tuple(value)
+        return tuple(item(v) for v in value)
+
+    return convert
+
+
+def _message_converter(cls: type[Message]) -> Converter:
+    def convert(value: object) -> object:
+        if isinstance(value, dict):
+            return _decode_message(cls, value, "")
+        return value
+
+    return convert
+
+
+def _union_converter(members: tuple[object, ...]) -> Converter:
+    classes: dict[str, type[Message]] = {}
+    for member in members:
+        assert isinstance(member, type) and issubclass(member, Message)
+        (key,) = [key for key, req in field_keys(member) if req]
+        classes[key] = member
+
+    def convert(value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        for key, cls in classes.items():
+            if key in value:
+                return _decode_message(cls, value, "")
+        raise _type_error("", " or ".join(classes), value)
+
+    return convert
 
 
 def _check_any(value: object, path: str) -> object:
@@ -472,6 +610,11 @@ def _decode_message(cls: type[Message], obj: object, path: str) -> Message:
     if not isinstance(obj, dict):
         raise _type_error(path, "a map", obj)
     spec = _spec_of(cls)
+    if _trusted():
+        # A built answer: its keys are the builder's own (an unknown one is a bug, and
+        # raises as the constructor's TypeError); absent and null are the same.
+        by_key = spec.by_key
+        return cls(**{by_key.get(k, k): v for k, v in obj.items() if v is not None})
     kwargs: dict[str, object] = {}
     for key, value in obj.items():
         if not isinstance(key, str):

@@ -244,19 +244,32 @@ class ServerSession:
 
     def receive_data(self, data: bytes) -> list[Event]:
         """Take bytes from the peer; return what to do about them."""
-        if self.closed:
-            return []
-        try:
-            frames = self._reader.feed(data)
-        except (BadFrame, FrameTooLarge) as exc:
-            self._label = "FRAME"
-            return self._fatal(0, exc)
-        events: list[Event] = []
+        frames, events = self.frames(data)
         for frame in frames:
-            events.extend(self._handle(frame))
             if self.closed:
                 break
+            events.extend(self.handle(frame))
         return events
+
+    def frames(self, data: bytes) -> tuple[list[Frame], list[Event]]:
+        """:meth:`receive_data` in two steps: the whole frames ``data`` completes,
+        their payloads not yet decoded, for :meth:`handle` one at a time (so that the
+        caller may let other work run between two of them); and, when the bytes
+        break the framing, the events that end the connection instead."""
+        if self.closed:
+            return [], []
+        try:
+            return self._reader.feed(data), []
+        except (BadFrame, FrameTooLarge) as exc:
+            self._label = "FRAME"
+            return [], self._fatal(0, exc)
+
+    def handle(self, frame: Frame) -> list[Event]:
+        """Decode one frame of :meth:`frames` and say what to do about it; nothing
+        once the connection is closed (a frame after a fatal one is dropped)."""
+        if self.closed:
+            return []
+        return self._handle(frame)
 
     def _note(self, outcome: str) -> None:
         if self._observer is not None:
