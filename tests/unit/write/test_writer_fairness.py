@@ -153,5 +153,9 @@ def test_a_write_given_up_before_it_is_planned_spoils_no_other_answer(db: Databa
     for future in (first, *others):
         assert lsn_of(future) > 0
     assert given_up.cancelled()
-    lsns = sorted(lsn_of(f) for f in (first, *others))
-    assert lsns == list(range(lsns[0], lsns[0] + 3)), "the dropped write took no LSN"
+    assert len({lsn_of(f) for f in (first, *others)}) == 3
+    # The dropped write took no LSN: no logged record holds it. (The indexer's own
+    # write for the first ones may take an LSN between theirs, when the batch is cut.)
+    logged = [record.payload for record in db.wal.read_from(1)]
+    assert len(logged) >= 3
+    assert not any(b"given up while queued" in payload for payload in logged)
