@@ -195,6 +195,8 @@ def fill_store(
         }
         with store.write() as txn:
             txn.put(scope.prefix, cbor.encode(state), db=store.table(VECTOR_SCOPES))
+        # Written past the WAL: a checkpoint makes it the state the database opens at.
+        store.checkpoint()
     finally:
         store.close()
 
