@@ -29,7 +29,6 @@ from brain.engine.dispatch import POINT_READS, READS, WRITES, ReadHandler
 from brain.engine.index.service import Retrieval
 from brain.engine.planner import plan_buffered, plan_commit, plan_single, read_in_txn
 from brain.engine.store.env import Store
-from brain.engine.store.nowait import read_nowait
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget
 from brain.engine.write.activity import Activity
@@ -198,7 +197,7 @@ class Dispatcher:
     def _read_snapshot_nowait(
         self, handler: ReadHandler, scope: Scope, request: Message
     ) -> Message | None:
-        with read_nowait(self._store) as txn:
+        with self._store.try_read() as txn:
             if txn is None:
                 return None
             return self._answer(handler, txn, scope, request)

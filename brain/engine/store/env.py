@@ -103,6 +103,29 @@ class _Gate:
                 self._cond.notify_all()
 
     @contextlib.contextmanager
+    def try_shared(self) -> Iterator[bool]:
+        """Enter as a reader only if that needs no wait (no resize in or waiting, the
+        lock free at once); yields whether it entered."""
+        if not self._cond.acquire(blocking=False):
+            yield False
+            return
+        try:
+            entered = not self._resizing
+            if entered:
+                self._readers += 1
+        finally:
+            self._cond.release()
+        if not entered:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         with self._cond:
             self._resizing = True
@@ -188,6 +211,17 @@ class Store:
         """A read-only transaction (a consistent snapshot of the store)."""
         with self._gate.shared(), self.env.begin(buffers=False) as txn:
             yield txn
+
+    @contextlib.contextmanager
+    def try_read(self) -> Iterator[lmdb.Transaction | None]:
+        """Like :meth:`read`, for a caller that must never block (the event loop):
+        None instead of waiting while the map is resized or the file compacted."""
+        with self._gate.try_shared() as entered:
+            if not entered:
+                yield None
+                return
+            with self.env.begin(buffers=False) as txn:
+                yield txn
 
     def write(self) -> lmdb.Transaction:
         """Begin the write transaction; only the writer thread calls this."""
