@@ -171,6 +171,8 @@ class Store:
         had stopped without one): recovery then replays the WAL from there."""
         self.checkpoints = 0
         """Checkpoints taken since the store was opened."""
+        self._pages_at_checkpoint = 0
+        """The data file's page count at the last checkpoint (see :meth:`growth`)."""
         self._gate = _Gate()
         self.env = self._open(map_size)
 
@@ -298,6 +300,7 @@ class Store:
             # Nothing was committed since the checkpoint on disk: it stands as it is.
             if self._pin is None:
                 self._pin = pin
+                self._pages_at_checkpoint = int(env.info()["last_pgno"])
             else:
                 pin.abort()
             return
@@ -317,6 +320,7 @@ class Store:
         self._release_pin()
         self._pin = pin
         self.checkpoints += 1
+        self._pages_at_checkpoint = int(env.info()["last_pgno"])
 
     def _release_pin(self) -> None:
         pin, self._pin = self._pin, None
@@ -330,6 +334,15 @@ class Store:
         for pin in held:
             with contextlib.suppress(lmdb.Error):
                 pin.abort()
+
+    def growth(self) -> int:
+        """Bytes the data file has grown into since the last checkpoint.
+
+        The checkpoint's pin keeps every page freed after it from being reused, so
+        between checkpoints each commit's copied pages extend the file: the writer
+        checkpoints when this passes a bound, which bounds that growth."""
+        pages = int(self.env.info()["last_pgno"]) - self._pages_at_checkpoint
+        return max(0, pages) * int(self.env.stat()["psize"])
 
     def usage(self) -> tuple[int, int]:
         """(map size, bytes in use) for metrics and stats."""

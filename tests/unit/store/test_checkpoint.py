@@ -187,3 +187,21 @@ def test_compaction_leaves_a_checkpoint_of_the_new_file(tmp_path: Path) -> None:
         assert len(_keys(reopened)) == 100
     finally:
         reopened.close()
+
+
+def test_growth_counts_the_pages_written_since_the_checkpoint(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    try:
+        store.checkpoint()
+        assert store.growth() == 0
+        for _ in range(20):  # rewrites: with the pin, no freed page is reused
+            _put(store, 50)
+        grown = store.growth()
+        assert grown >= 20 * 4096
+        store.checkpoint()
+        assert store.growth() == 0
+        for _ in range(20):  # the pages freed before the checkpoint are reused now
+            _put(store, 50)
+        assert store.growth() < grown
+    finally:
+        store.close()
