@@ -17,6 +17,7 @@ SUITES: Final = {
     "quality": "bench.quality",
     "locomo": "bench.locomo",
     "durability": "bench.durability",
+    "sustained": "bench.sustained",
     "report": "bench.report",
 }
 """Every suite of spec/08-benchmarks.md (and ``report``, which turns results into tables and

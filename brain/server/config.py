@@ -23,6 +23,7 @@ from brain.engine.write.tuning import (
     AMBIGUITY_MARGIN,
     DEFAULT_INDEX_WAIT_S,
     FUZZY_THRESHOLD,
+    MAX_EMBED_BACKLOG,
     Resolution,
 )
 from brain.wire.frame import DEFAULT_MAX_FRAME, MAX_FRAME_CEILING
@@ -121,6 +122,9 @@ class RetrievalConfig:
     """``minilm`` (all-MiniLM-L6-v2), or ``hashing`` (tests only: no meaning at all)."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
     """Longest a RECALL waits for the vector index to reach the writes before it."""
+    max_embed_backlog: int = MAX_EMBED_BACKLOG
+    """A namespace's documents waiting for embedding at which its writes that add
+    documents are refused with OVERLOADED."""
     model_dir: str = ""
     """Where the MiniLM files are; empty means the installed model package."""
 
@@ -286,6 +290,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"retrieval.embedder must be one of {kinds}")
     if config.retrieval.index_wait_s < 0:
         raise ConfigError("retrieval.index_wait_s must not be negative")
+    if config.retrieval.max_embed_backlog < 1:
+        raise ConfigError("retrieval.max_embed_backlog must be at least 1")
     if config.log.level not in _LOG_LEVELS:
         raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")
 

@@ -153,6 +153,12 @@ class _DatabaseCollector(Collector):
             ("brain_recalls_abstained", "Recalls that found nothing.", figures.recalls_abstained),
             ("brain_purges", "Purges of forgotten content run.", figures.purges),
             ("brain_index_embedded", "Documents the indexer embedded.", figures.index_embedded),
+            (
+                "brain_embed_refused",
+                "Document writes refused with OVERLOADED: their namespace's embedding"
+                " backlog was at retrieval.max_embed_backlog.",
+                figures.embed_refused,
+            ),
         ]
         gauges: list[tuple[str, str, int]] = [
             ("brain_wal_last_lsn", "LSN of the last WAL record.", figures.wal_last_lsn),
@@ -195,6 +201,11 @@ class _DatabaseCollector(Collector):
         ]
         for name, text, value in counters:
             yield CounterMetricFamily(name, text, value=value)
+        yield GaugeMetricFamily(
+            "brain_index_lag_seconds",
+            "How long the oldest write not yet in the vector index has been applied.",
+            value=figures.index_lag_seconds,
+        )
         yield CounterMetricFamily(
             "brain_writer_paced_seconds",
             "Seconds the writer waited: one namespace over its share while another was active.",

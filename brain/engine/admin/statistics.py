@@ -108,6 +108,10 @@ class Statistics:
     """LMDB bytes in use."""
     embed_backlog: int
     """Documents waiting for the indexer (embeddings and HNSW removals)."""
+    index_lag_seconds: float
+    """How long the oldest write not yet in the HNSW indexes has been applied."""
+    embed_refused: int
+    """Document writes refused because their namespace's embedding backlog was full."""
     purge_pending: int
     """Documents whose text left the store since the last purge."""
     lexical_documents: int
@@ -178,6 +182,8 @@ def take_statistics(
         lmdb_map_bytes=map_bytes,
         lmdb_used_bytes=used_bytes,
         embed_backlog=embed_backlog,
+        index_lag_seconds=retrieval.indexer.lag_seconds(),
+        embed_refused=retrieval.pressure.refused,
         purge_pending=purge_pending,
         lexical_documents=lexical_documents,
         lexical_postings=lexical_postings,
@@ -248,6 +254,7 @@ def stats_report(figures: Statistics, scopes: list[dict[str, object]]) -> dict[s
             "index_bytes": figures.index_bytes,
         },
         "embed_backlog": figures.embed_backlog,
+        "index_lag_seconds": round(figures.index_lag_seconds, 3),
         "purge_pending": figures.purge_pending,
     }
 

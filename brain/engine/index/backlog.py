@@ -134,12 +134,14 @@ def take_in_turn(cursor: lmdb.Cursor, scopes: Iterable[bytes], limit: int) -> Tu
 
 
 def count_queued(cursor: lmdb.Cursor, prefix: bytes, limit: int = EMBED_BACKLOG_COUNTED) -> int:
-    """The entries of scope ``prefix`` in the queue, counted up to ``limit``."""
+    """The entries under ``prefix`` (a scope's, or a namespace's id alone) in the
+    queue, counted up to ``limit``."""
     counted = 0
     if not cursor.set_range(prefix):
         return counted
+    width = len(prefix)
     for key in cursor.iternext(keys=True, values=False):
-        if counted == limit or bytes(key[:SCOPE_PREFIX_BYTES]) != prefix:
+        if counted == limit or bytes(key[:width]) != prefix:
             break
         counted += 1
     return counted

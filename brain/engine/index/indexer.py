@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -102,6 +103,10 @@ texts, so the round's logged write stays small and the indexer answers a stop so
 IDLE_SAVE_S: Final = 30.0
 """How long changed HNSW indexes may go unsaved while the indexer is idle; a
 crash loses at most that much index work, which a restart rebuilds from LMDB."""
+
+LAG_RESOLUTION_S: Final = 0.05
+"""Batches applied within this of the last one noted share its time in the lag's
+record, which so holds at most 20 entries a second however fast the writer goes."""
 
 RETRY_DELAY_S: Final = 1.0
 """Pause after a failed round (the writer is read-only, the embedder failed)."""
@@ -210,6 +215,10 @@ class Indexer:
         self._waited_rounds = 0
         """Rounds in a row that served only waited scopes (:data:`MAX_WAITED_ROUNDS`)."""
         self._read_only_noted = False
+        self._unindexed: deque[tuple[int, float]] = deque()
+        """(LSN, monotonic time) of batches applied past ``_indexed_lsn``, oldest
+        first, at most one per :data:`LAG_RESOLUTION_S`: the oldest is how far behind
+        the vector index is (:meth:`lag_seconds`)."""
         self.rounds = 0
         self.embedded = 0
         self.failures = 0
@@ -223,6 +232,16 @@ class Indexer:
 
     def notify(self, _plans: object = None) -> None:
         """Wake the indexer (the writer calls this after each batch)."""
+        lsn = self._writer.applied_lsn
+        now = time.monotonic()
+        with self._state:
+            pending = self._unindexed
+            if lsn > self._indexed_lsn and (
+                not pending or now - pending[-1][1] >= LAG_RESOLUTION_S
+            ):
+                # A later batch inside the resolution is dated by the earlier one, so
+                # the lag is overstated by at most LAG_RESOLUTION_S, never understated.
+                pending.append((lsn, now))
         self._wake.set()
 
     def close(self) -> None:
@@ -251,6 +270,14 @@ class Indexer:
         """Every document written at or before this LSN is in the HNSW indexes."""
         with self._state:
             return self._indexed_lsn
+
+    def lag_seconds(self) -> float:
+        """How long the oldest write not yet wholly in the HNSW indexes has been
+        applied (0.0 when every applied write is): the vector index's lag."""
+        with self._state:
+            if not self._unindexed:
+                return 0.0
+            return time.monotonic() - self._unindexed[0][1]
 
     def wait_for(self, lsn: int, timeout: float) -> bool:
         """Wait until :attr:`indexed_lsn` reaches ``lsn``; False if ``timeout`` passed."""
@@ -320,6 +347,9 @@ class Indexer:
         with self._state:
             if whole and lsn > self._indexed_lsn:
                 self._indexed_lsn = lsn
+                pending = self._unindexed
+                while pending and pending[0][0] <= lsn:
+                    pending.popleft()
                 # A scope no further than every scope needs no entry of its own.
                 self._scope_lsn = {p: n for p, n in self._scope_lsn.items() if n > lsn}
             for prefix in scopes:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from brain.embed.batching import BatchingEmbedder
 from brain.engine.index.indexer import Indexer
 from brain.engine.index.postings import PostingsCache
+from brain.engine.index.pressure import EmbedPressure
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.write.tuning import DEFAULT_INDEX_WAIT_S
 
@@ -40,6 +41,8 @@ class Retrieval:
     """Coalesces the cues of concurrent recalls and the indexer's documents."""
     indexes: VectorIndexes
     indexer: Indexer
+    pressure: EmbedPressure
+    """Refuses a namespace's document writes while its embedding backlog is full."""
     index_wait_s: float = DEFAULT_INDEX_WAIT_S
     stats: RecallStats = field(default_factory=RecallStats)
     postings: PostingsCache = field(default_factory=PostingsCache)

@@ -148,6 +148,7 @@ def _coverage(
         relevance=relevance,
         relevance_floor=floor,
         embed_backlog=backlog or None,
+        index_wait_ms=ctx.index_wait_ms,
     )
 
 

@@ -26,3 +26,6 @@ class ReadContext:
     :class:`brain.engine.index.service.Retrieval`, or None where no recall can run.
     Typed ``object`` because this layer sits below the index; the recall readers
     check its type (:func:`brain.engine.recall.search.retrieval_of`)."""
+    index_wait_ms: int | None = None
+    """How long a RECALL waited for the vector index before this snapshot was taken,
+    for its coverage (None: it did not wait)."""

@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_INDEX_WAIT_S",
     "DEFAULT_RESOLUTION",
     "FUZZY_THRESHOLD",
+    "MAX_EMBED_BACKLOG",
     "Resolution",
 ]
 
@@ -21,6 +22,15 @@ DEFAULT_INDEX_WAIT_S: Final = 30.0
 """Longest a RECALL waits for the indexer to reach the writes acknowledged before it.
 Under a sustained burst of writes the embedder falls behind; past this wait the
 recall runs on the vectors there are (the lexical and graph arms see everything)."""
+
+MAX_EMBED_BACKLOG: Final = 20_000
+"""Queue entries a namespace may have waiting for the indexer before its writes that
+add documents are refused with OVERLOADED (:mod:`brain.engine.index.pressure`).
+Writes are taken much faster than MiniLM embeds (about a thousand against 60 to
+100 short statements a second on two cores), so this is the burst a namespace may
+write at full speed: twenty seconds of it. The lag it bounds is 3 to 5 minutes of
+embedding; a recall waits :data:`DEFAULT_INDEX_WAIT_S` of it at most, and its
+coverage counts what it could not see."""
 
 FUZZY_THRESHOLD: Final = 0.8
 """Lowest fuzzy score kept: "Jon Smith" still finds "John Smith" (0.95), "Bob" not "Rob" (0.67)."""

@@ -230,6 +230,10 @@ class Coverage(Message):
     1,000: documents the search could not see in the vector index yet (nor, for a
     statement an entity's rename re-indexes, by its new words); absent when none
     (spec/04-retrieval.md §3, §6)."""
+    index_wait_ms: UInt | None = None
+    """Milliseconds the recall waited for the vector index to take in its scope's
+    acknowledged writes, at most ``retrieval.index_wait_s``; absent when it did not
+    wait (spec/04-retrieval.md §3)."""
 
 
 @wire_message

@@ -113,11 +113,14 @@ def test_a_recall_does_not_wait_for_another_scopes_documents(
         assert [hit.id for hit in answer.hits] == [mine]
         assert answer.coverage.candidates.semantic == 1
         assert answer.coverage.embed_backlog is None
+        assert answer.coverage.index_wait_ms is None
 
         # The busy scope's recall waits for its own documents, in vain here: it says so.
         answer, took = _recall(db, busy, "busy tenant note")
         assert took >= WAIT_S
         assert answer.coverage.embed_backlog == FLOOD
+        assert answer.coverage.index_wait_ms is not None
+        assert WAIT_S * 1000 <= answer.coverage.index_wait_ms <= took * 1000
         assert answer.coverage.candidates.semantic == 0
         assert len(_ran_behind(caplog)) == 1
 

@@ -47,6 +47,7 @@ def test_brain_data_env(tmp_path: Path) -> None:
         ("[server]\nmax_frame = 0\n", "max_frame"),
         ("[server]\nmax_connections_per_peer = 0\n", "max_connections_per_peer must be"),
         ('[log]\nlevel = "loud"\n', "log.level"),
+        ("[retrieval]\nmax_embed_backlog = 0\n", "retrieval.max_embed_backlog must be at least 1"),
         ("port = 1\n", "[section] table"),
         ("[server\n", "not valid TOML"),
     ],
@@ -86,3 +87,8 @@ def test_entity_resolution_settings() -> None:
     ):
         with pytest.raises(ConfigError, match="entities"):
             load_config(environ=bad)
+
+
+def test_the_embedding_backlog_limit_is_read_from_the_environment() -> None:
+    config = load_config(environ={"BRAIN_RETRIEVAL__MAX_EMBED_BACKLOG": "250"})
+    assert config.retrieval.max_embed_backlog == 250
