@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from bench.datagen import Entity, StatementSpec
 from brain.client import AsyncClient
+from brain.errors import Overloaded
 from brain.wire.messages.entity_ops import EntityCreate, EntityCreateOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,
@@ -27,14 +28,17 @@ from brain.wire.messages.statement_ops import (
 )
 from brain.wire.messages.values import EntityRef, TextValue
 from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
 
 __all__ = [
     "LIST_LIMIT",
+    "OVERLOADED_RETRIES",
     "BrainSession",
     "BrainWriter",
     "StatementCreateSession",
     "StatementGetSession",
     "StatementListSession",
+    "call_obeying",
     "create_entities",
     "statement_create",
     "statement_get",
@@ -44,6 +48,24 @@ __all__ = [
 LIST_LIMIT: Final = 100
 """Rows per STATEMENT_LIST: the server's default page, named so both sides of a
 comparison ask for the same page size."""
+
+
+OVERLOADED_RETRIES: Final = 10_000
+"""Refusals one write may meet before a loader gives up: at ``retry_after_ms`` = 1 s,
+hours, far longer than any embedding backlog takes to drain."""
+
+
+async def call_obeying(client: AsyncClient, opcode: Opcode, request: Message) -> Message:
+    """``client.call`` that, refused with OVERLOADED, waits the ``retry_after_ms`` it
+    was told and sends the same request again (its request id makes a retry safe):
+    what a client that obeys the server's back-pressure does (spec/04-retrieval.md
+    §3, a full embedding backlog)."""
+    for _ in range(OVERLOADED_RETRIES):
+        try:
+            return await client.call(opcode, request)
+        except Overloaded as exc:
+            await asyncio.sleep((exc.retry_after_ms or 1000) / 1000)
+    raise RuntimeError(f"{opcode.name} was refused {OVERLOADED_RETRIES} times")
 
 
 class BrainSession:
@@ -89,17 +111,18 @@ class StatementCreateSession(BrainSession):
     """STATEMENT_CREATE of a fact about one of ``params["entities"]`` (entity ids, hex)."""
 
     async def step(self, n: int) -> None:
+        await self.client.call(Opcode.STATEMENT_CREATE, self.request(n))
+
+    def request(self, n: int) -> StatementCreate:
+        """The write step ``n`` sends."""
         entities = self.params["entities"]
         subject = bytes.fromhex(entities[(self.session_no * 7919 + n) % len(entities)])
-        await self.client.call(
-            Opcode.STATEMENT_CREATE,
-            StatementCreate(
-                request_id=self.request_id(n),
-                kind="fact",
-                subject=EntityRef(entity=subject),
-                predicate="works_on",
-                object_=TextValue(text=f"task {self.session_no}-{n}"),
-            ),
+        return StatementCreate(
+            request_id=self.request_id(n),
+            kind="fact",
+            subject=EntityRef(entity=subject),
+            predicate="works_on",
+            object_=TextValue(text=f"task {self.session_no}-{n}"),
         )
 
 
@@ -193,7 +216,8 @@ class BrainWriter:
         text = TextValue(text=spec.object_)
         answer: object
         if old is None:
-            answer = await self._client.call(
+            answer = await call_obeying(
+                self._client,
                 Opcode.STATEMENT_CREATE,
                 StatementCreate(
                     request_id=request_id, kind=spec.kind, subject=subject,
@@ -206,7 +230,8 @@ class BrainWriter:
                 kind=spec.kind, subject=subject, predicate=spec.predicate, object_=text,
                 valid_from=spec.valid_from, event_at=spec.event_at,
             )  # fmt: skip
-            answer = await self._client.call(
+            answer = await call_obeying(
+                self._client,
                 Opcode.STATEMENT_SUPERSEDE,
                 StatementSupersede(request_id=request_id, old=old, new=draft),
             )

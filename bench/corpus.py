@@ -44,6 +44,7 @@ import lmdb
 import numpy as np
 from numpy.typing import NDArray
 
+from bench.brainload import call_obeying
 from bench.brainserver import BrainServer, brain_server
 from bench.datagen import World, generate
 from brain.client import AsyncClient
@@ -166,7 +167,8 @@ async def _load(server: BrainServer, world: World) -> tuple[list[bytes], list[by
             client = clients[index % CONNECTIONS]
             subject = EntityRef(entity=entity_ids[spec.subject])
             if spec.supersedes is None:
-                answer = await client.call(
+                answer = await call_obeying(
+                    client,
                     Opcode.STATEMENT_CREATE,
                     StatementCreate(
                         request_id=_request_id(1, index),
@@ -183,7 +185,8 @@ async def _load(server: BrainServer, world: World) -> tuple[list[bytes], list[by
             # A correction needs the id of what it corrects, so it waits for that answer;
             # a worker only ever waits on an earlier statement, already being written.
             old = await written[spec.supersedes]
-            answer = await client.call(
+            answer = await call_obeying(
+                client,
                 Opcode.STATEMENT_SUPERSEDE,
                 StatementSupersede(
                     request_id=_request_id(2, index),

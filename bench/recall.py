@@ -416,6 +416,11 @@ def _measure(
         "same_top10_brain_and_brain_vector": sum(
             a == b for a, b in zip(answers["brain"], answers["brain_vector"], strict=True)
         ),
+        # The same ten hits in any order: two near-tied hits may swap places when the
+        # cue's vector differs in its last bits, which the ordered count above shows.
+        "same_top10_set_brain_and_brain_vector": sum(
+            set(a) == set(b) for a, b in zip(answers["brain"], answers["brain_vector"], strict=True)
+        ),
         "examples": [
             {
                 "cue": j.cue,

@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bench import harness
-from bench.brainload import StatementCreateSession, create_entities
+from bench.brainload import StatementCreateSession, call_obeying, create_entities
 from bench.brainserver import BrainServer, brain_server
 from bench.datagen import generate
 from bench.loadgen import run_load
 from brain.client import AsyncClient
 from brain.engine.write.tuning import MAX_EMBED_BACKLOG
-from brain.errors import Overloaded
+from brain.wire.opcodes import Opcode
 
 __all__ = ["ObedientCreateSession", "main", "obedient_create"]
 
@@ -65,10 +65,6 @@ reports the backlog left instead."""
 WORLD: Final = 1000
 """Statements of the generated world whose entities the writes are about."""
 
-RETRY_LIMIT: Final = 1000
-"""Retries one write may take before the session gives up: at ``retry_after_ms``
-= 1 s, far longer than any backlog of a sane limit takes to drain."""
-
 METRICS: Final = {
     "acknowledged": "brain_group_commit_jobs_total",
     "backlog": "brain_embed_backlog",
@@ -81,16 +77,10 @@ METRICS: Final = {
 
 class ObedientCreateSession(StatementCreateSession):
     """STATEMENT_CREATE that, refused with OVERLOADED, waits ``retry_after_ms`` and
-    sends the same request again: what a client that obeys back-pressure does."""
+    sends the same request again (:func:`~bench.brainload.call_obeying`)."""
 
     async def step(self, n: int) -> None:
-        for _ in range(RETRY_LIMIT):
-            try:
-                await super().step(n)
-                return
-            except Overloaded as exc:
-                await asyncio.sleep((exc.retry_after_ms or 1000) / 1000)
-        raise RuntimeError(f"a write was refused {RETRY_LIMIT} times")
+        await call_obeying(self.client, Opcode.STATEMENT_CREATE, self.request(n))
 
 
 def obedient_create(params: Mapping[str, Any], session_no: int) -> ObedientCreateSession:

@@ -20,8 +20,10 @@ MIN_PRECISION: Final = 0.5
 below this, a side is answering something else (wrong vectors, a broken query)."""
 
 MIN_SAME_ANSWERS: Final = 0.8
-"""Share of cues whose top 10 must not change when the server is given the cue's vector
-instead of embedding it: the vectors are the same, up to float rounding on near-ties."""
+"""Share of cues whose top 10 hits must not change when the server is given the cue's
+vector instead of embedding it: the vectors are the same, up to float rounding. The
+hits are compared as sets: rounding may swap two near-tied hits (of 12 cues, 8 to 11
+keep their exact order), and wrong vectors change the sets themselves."""
 
 MAX_VECTOR_DIFF: Final = 1e-5
 """The stored vectors are MiniLM's own: re-embedding a sample agrees to float rounding."""
@@ -60,7 +62,8 @@ def test_recall_quick(tmp_path: Path) -> None:
         assert quality["scored_cues"] > 0
         assert MIN_PRECISION <= quality["precision_at_10"] <= 1.0, (system, quality)
         assert 0.0 < quality["recall_at_10"] <= 1.0, (system, quality)
-    same = data["same_top10_brain_and_brain_vector"]
+    same = data["same_top10_set_brain_and_brain_vector"]
+    assert data["same_top10_brain_and_brain_vector"] <= same
     assert same >= MIN_SAME_ANSWERS * params["cues"], same
     assert data["corpus"]["vector_check"]["max_abs_diff"] < MAX_VECTOR_DIFF
     assert data["corpus"]["statements"] == params["statements"]
