@@ -346,7 +346,7 @@ def check_indexes(data_dir: Path) -> list[str]:
             problems.append(f"{stale} documents indexed with other words than their text")
         for prefix, wanted in labels.items():
             held = db.retrieval.indexes._scopes.get(prefix)
-            have = set() if held is None else held.labels
+            have = set() if held is None else set(held.labels)
             if have != wanted:
                 problems.append(
                     f"HNSW of scope {prefix.hex()[:12]} differs by {len(have ^ wanted)} labels"

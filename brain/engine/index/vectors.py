@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from brain import cbor
+from brain.engine.index.labels import LabelSet
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES
@@ -95,6 +96,13 @@ def scope_state(store: Store, txn: lmdb.Transaction, prefix: bytes) -> dict[str,
     return {str(k): v for k, v in row.items()}
 
 
+def _file_sha256(path: Path) -> str:
+    """The file's SHA-256, read in chunks: an index of a million vectors is 1.7 GB,
+    which reading whole would add to the process's memory at every save and load."""
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
 class _ScopeIndex:
     """One scope's HNSW index and what is known about it."""
 
@@ -109,7 +117,7 @@ class _ScopeIndex:
         else:
             self.index.load_index(str(saved), max_elements=capacity)
         self.lock = threading.Lock()
-        self.labels: set[int] = set()
+        self.labels = LabelSet()
         self.lsn = 0
         self.dirty = False
         self.deleted = 0
@@ -127,7 +135,7 @@ class _ScopeIndex:
             self.index.resize_index(capacity)
         chosen = np.asarray([labels[i] for i in fresh], dtype=np.uint64)
         self.index.add_items(vectors[fresh], chosen)
-        self.labels.update(int(label) for label in chosen)
+        self.labels.update(chosen)
 
     def replace(self, labels: list[int], vectors: NDArray[np.float32]) -> None:
         """Give labels new vectors: in place for a label the index holds (hnswlib's
@@ -218,12 +226,15 @@ class VectorIndexes:
             if meta.get("lsn") != lsn or meta.get("dimensions") != self.dimensions:
                 log.info("index of scope %s is stale; rebuilding it", prefix.hex()[:16])
                 return None
-            blob = data.read_bytes()
-            if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
+            if _file_sha256(data) != meta.get("sha256"):
                 log.warning("index file %s is damaged; rebuilding it", data)
                 return None
             loaded = _ScopeIndex(self.dimensions, int(meta["capacity"]), saved=data)
-            loaded.labels = {int(label) for label in meta["labels"]}
+            # Descriptions written before the packed form list the labels.
+            held = meta.get("label_bits")
+            loaded.labels = (
+                LabelSet.from_text(held) if isinstance(held, str) else LabelSet(meta["labels"])
+            )
             loaded.lsn = lsn
             return loaded
         except FileNotFoundError:
@@ -350,13 +361,12 @@ class VectorIndexes:
         data, meta_path = self._paths(prefix)
         tmp = data.with_suffix(".hnsw.tmp")
         scope.index.save_index(str(tmp))
-        blob = tmp.read_bytes()
         meta = {
             "lsn": scope.lsn,
             "dimensions": self.dimensions,
             "capacity": scope.index.get_max_elements(),
-            "labels": sorted(scope.labels),
-            "sha256": hashlib.sha256(blob).hexdigest(),
+            "label_bits": scope.labels.to_text(),
+            "sha256": _file_sha256(tmp),
         }
         meta_tmp = meta_path.with_suffix(".json.tmp")
         meta_tmp.write_text(json.dumps(meta), encoding="utf-8")
