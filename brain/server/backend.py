@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from brain.engine.store.scope import Scope
 from brain.errors import Unavailable
+from brain.server.completions import Completions
 from brain.server.fanout import ChangeFanout
 from brain.wire.messages.subscribe_ops import RECORD_KINDS, ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
@@ -118,6 +119,8 @@ class EngineBackend:
         # most one callback, and none when no subscription follows what it wrote.
         self.fanout = ChangeFanout()
         self._stop_listening = database.on_applied(self.fanout.applied)
+        self._completions: Completions | None = None
+        """Made on the first write, for the loop that serves the backend."""
 
     async def execute(
         self, principal: Principal, opcode: Opcode, request: Message
@@ -134,12 +137,18 @@ class EngineBackend:
                 owner=principal.session_id,
                 actor=principal.key_id,
             )
-            return RawAnswer(await asyncio.wrap_future(future))
+            return RawAnswer(await self._completions_of(asyncio.get_running_loop()).wait(future))
         loop = asyncio.get_running_loop()
         pool = self._recallers if opcode in _RECALLS else self._readers
         return await loop.run_in_executor(
             pool, db.read, principal.namespace, opcode, request, principal.session_id
         )
+
+    def _completions_of(self, loop: asyncio.AbstractEventLoop) -> Completions:
+        completions = self._completions
+        if completions is None or completions.loop is not loop:
+            completions = self._completions = Completions(loop)
+        return completions
 
     def answers_inline(self, opcode: Opcode, request: Message) -> bool:
         """Point reads outside a transaction (:meth:`Database.is_point_read
