@@ -322,14 +322,19 @@ def served(
     *,
     fresh: bool = False,
     env: Mapping[str, str] | None = None,
+    embedder: str = "minilm",
 ) -> Iterator[tuple[Corpus, BrainServer]]:
     """The corpus of ``(size, seed)`` under ``root`` and a server running on it.
 
     A corpus a previous run completed is reused (unless ``fresh``) and a server
     started on it; otherwise it is built now and the server that loaded it stays
     up for the caller (no second start). A directory without ``build.json`` is
-    an interrupted build and is built again from nothing."""
-    directory = root / f"world-v{CORPUS_FORMAT}-{size}-seed{seed}"
+    an interrupted build and is built again from nothing. ``embedder`` is the
+    server's (``retrieval.embedder``)."""
+    # Another embedder's corpus holds other vectors: it is kept apart.
+    suffix = "" if embedder == "minilm" else f"-{embedder}"
+    directory = root / f"world-v{CORPUS_FORMAT}-{size}-seed{seed}{suffix}"
+    env = {**(env or {}), "BRAIN_RETRIEVAL__EMBEDDER": embedder}
     complete = (directory / _COMPLETE).is_file()
     if fresh or not complete:
         shutil.rmtree(directory, ignore_errors=True)

@@ -59,3 +59,7 @@ def test_scale_quick(tmp_path: Path) -> None:
         assert corpus["load_s"] > 0 and corpus["index_wait_after_load_s"] >= 0
         assert corpus["reused_from_cache"] is False
     assert math.isfinite(data["memory_per_million_statements_mb"]["value"])
+    reopen = data["reopen_after_kill"]
+    assert reopen["statements"] == QUICK_SIZES[-1]
+    assert 0 < reopen["ready_s"] <= reopen["first_recall_s"], reopen
+    assert data["parameters"]["embedder"] == "minilm"
