@@ -173,6 +173,8 @@ class Store:
         """Checkpoints taken since the store was opened."""
         self._pages_at_checkpoint = 0
         """The data file's page count at the last checkpoint (see :meth:`growth`)."""
+        self._page_size = 4096
+        """LMDB's page size, read at open (the writer asks for it after every batch)."""
         self._gate = _Gate()
         self.env = self._open(map_size)
 
@@ -195,6 +197,7 @@ class Store:
             mode=STORE_FILE_MODE,
         )
         try:
+            self._page_size = int(env.stat()["psize"])
             with env.begin(write=True) as txn:
                 for name in TABLES:
                     self.tables[name] = env.open_db(name, txn=txn)
@@ -342,7 +345,7 @@ class Store:
         between checkpoints each commit's copied pages extend the file: the writer
         checkpoints when this passes a bound, which bounds that growth."""
         pages = int(self.env.info()["last_pgno"]) - self._pages_at_checkpoint
-        return max(0, pages) * int(self.env.stat()["psize"])
+        return max(0, pages) * self._page_size
 
     def usage(self) -> tuple[int, int]:
         """(map size, bytes in use) for metrics and stats."""
