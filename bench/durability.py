@@ -46,10 +46,13 @@ QUICK_CLIENTS: Final = (1, 16)
 """The client counts of ``--quick`` (the same code path, fewer points)."""
 
 GOAL_CLIENTS: Final = 16
-"""spec/08-benchmarks.md: writes/s ≥ 20x fsyncs/s at 16 clients."""
+"""spec/08-benchmarks.md: writes/s ≥ 8x fsyncs/s at 16 clients."""
 
-GOAL_RATIO: Final = 20.0
-"""The group-commit goal: this many acknowledged writes per disk flush the disk could do."""
+GOAL_RATIO: Final = 8.0
+"""The group-commit goal: this many acknowledged writes per disk flush the disk could do.
+Sixteen clients with one write in flight each share one flush sixteen ways at most,
+so half of that shows group commit at work; 20x, the goal before, was out of their
+reach."""
 
 SECONDS: Final = 10.0
 """Ingest time per client count in a full run."""
@@ -65,7 +68,7 @@ QUICK_WARMUP_S: Final = 1.5
 
 FAST_DISK_PER_S: Final = 2000.0
 """An fdatasync rate above which the disk is not the bottleneck (a virtual disk that
-acknowledges flushes from a cache): the 20x goal then measures the CPU, not group commit."""
+acknowledges flushes from a cache): the goal then measures the CPU, not group commit."""
 
 CONCURRENT_STREAMS: Final = 4
 """Threads of the overlapping-flush probe: a few, as a few processes would flush at once."""

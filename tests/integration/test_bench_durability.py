@@ -13,7 +13,7 @@ TIMEOUT_S: Final = 110
 
 
 def test_durability_quick(tmp_path: Path) -> None:
-    """A measured fdatasync rate, an ingest curve, and the 20x goal judged at 16 clients."""
+    """A measured fdatasync rate, an ingest curve, and the 8x goal judged at 16 clients."""
     out = tmp_path / "durability.json"
     run_quick("durability", out, timeout=TIMEOUT_S)
     doc = json.loads(out.read_text())
@@ -31,7 +31,7 @@ def test_durability_quick(tmp_path: Path) -> None:
     assert doc["curve"][1]["writes_per_wal_fsync"] > 1
     goal_row = doc["summary"][0]
     assert goal_row["ratio"] == doc["curve"][1]["writes_per_disk_fsync"]
-    assert goal_row["met"] == (goal_row["ratio"] >= 20)
+    assert goal_row["met"] == (goal_row["ratio"] >= 8)
     assert isinstance(doc["notes"], list)
     if not goal_row["met"]:
         assert any("Goal not met" in note for note in doc["notes"])
