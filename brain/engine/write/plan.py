@@ -17,7 +17,6 @@ import lmdb
 
 from brain import cbor
 from brain.engine.store.env import Store
-from brain.engine.store.tables import TABLES
 from brain.errors import InvalidArgument, StorageFault
 
 __all__ = [
@@ -146,12 +145,17 @@ def _decode_change(row: object) -> Change:
 
 def apply_changes(store: Store, txn: lmdb.Transaction, changes: Sequence[Change]) -> None:
     """Apply changes inside ``txn``; may raise ``lmdb.MapFullError``."""
+    # Every write applies a few dozen changes, so the loop is kept lean: one dict
+    # lookup finds a table's handle and refuses an unknown one, and puts (most
+    # changes) are tested for first.
+    tables = store.tables
+    put = txn.put
     for change in changes:
-        if change.table not in TABLES:
+        db = tables.get(change.table)
+        if db is None:
             raise StorageFault(f"a plan names the unknown table {change.table!r}")
-        db = store.table(change.table)
         if isinstance(change, Put):
-            txn.put(change.key, change.value, db=db)
+            put(change.key, change.value, db=db)
         elif isinstance(change, Add):
             raw = txn.get(change.key, db=db)
             value = read_counter(None if raw is None else bytes(raw)) + change.delta
