@@ -203,7 +203,7 @@ class _DatabaseCollector(Collector):
             yield CounterMetricFamily(name, text, value=value)
         yield GaugeMetricFamily(
             "brain_index_lag_seconds",
-            "How long the oldest write not yet in the vector index has been applied.",
+            "How long the oldest entry of the indexer's queue has waited.",
             value=figures.index_lag_seconds,
         )
         yield CounterMetricFamily(

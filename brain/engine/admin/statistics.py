@@ -109,7 +109,7 @@ class Statistics:
     embed_backlog: int
     """Documents waiting for the indexer (embeddings and HNSW removals)."""
     index_lag_seconds: float
-    """How long the oldest write not yet in the HNSW indexes has been applied."""
+    """How long the oldest entry of the indexer's queue has waited (0.0: none waits)."""
     embed_refused: int
     """Document writes refused because their namespace's embedding backlog was full."""
     purge_pending: int

@@ -51,9 +51,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 import lmdb
 import numpy as np
@@ -103,10 +103,6 @@ texts, so the round's logged write stays small and the indexer answers a stop so
 IDLE_SAVE_S: Final = 30.0
 """How long changed HNSW indexes may go unsaved while the indexer is idle; a
 crash loses at most that much index work, which a restart rebuilds from LMDB."""
-
-LAG_RESOLUTION_S: Final = 0.05
-"""Batches applied within this of the last one noted share its time in the lag's
-record, which so holds at most 20 entries a second however fast the writer goes."""
 
 RETRY_DELAY_S: Final = 1.0
 """Pause after a failed round (the writer is read-only, the embedder failed)."""
@@ -215,10 +211,16 @@ class Indexer:
         self._waited_rounds = 0
         """Rounds in a row that served only waited scopes (:data:`MAX_WAITED_ROUNDS`)."""
         self._read_only_noted = False
-        self._unindexed: deque[tuple[int, float]] = deque()
-        """(LSN, monotonic time) of batches applied past ``_indexed_lsn``, oldest
-        first, at most one per :data:`LAG_RESOLUTION_S`: the oldest is how far behind
-        the vector index is (:meth:`lag_seconds`)."""
+        self._queued_at: OrderedDict[bytes, float] = OrderedDict()
+        """Each ``embed_queue`` key and the monotonic time it was queued, oldest first:
+        the first is how far behind the vector index is (:meth:`lag_seconds`). Kept
+        from the batches the writer applies (:meth:`notify`); entries queued before
+        the database opened count from the open."""
+        self._queued_lock = threading.Lock()
+        opened = time.monotonic()
+        with store.read() as txn:
+            for key in txn.cursor(db=store.table(EMBED_QUEUE)).iternext(values=False):
+                self._queued_at[bytes(key)] = opened
         self.rounds = 0
         self.embedded = 0
         self.failures = 0
@@ -230,18 +232,22 @@ class Indexer:
         """Load the indexes and start following the queue."""
         self._thread.start()
 
-    def notify(self, _plans: object = None) -> None:
-        """Wake the indexer (the writer calls this after each batch)."""
-        lsn = self._writer.applied_lsn
-        now = time.monotonic()
-        with self._state:
-            pending = self._unindexed
-            if lsn > self._indexed_lsn and (
-                not pending or now - pending[-1][1] >= LAG_RESOLUTION_S
-            ):
-                # A later batch inside the resolution is dated by the earlier one, so
-                # the lag is overstated by at most LAG_RESOLUTION_S, never understated.
-                pending.append((lsn, now))
+    def notify(self, plans: object = None) -> None:
+        """Wake the indexer. The writer calls this after each batch with its plans, a
+        list of ``(lsn, Plan)``, and the queue entries they put and removed are noted;
+        other callers only wake it."""
+        if isinstance(plans, list) and plans:
+            now = time.monotonic()
+            with self._queued_lock:
+                queued = self._queued_at
+                for _, plan in cast(list[tuple[int, Plan]], plans):
+                    for change in plan.changes:
+                        if change.table != EMBED_QUEUE:
+                            continue
+                        if isinstance(change, Delete):
+                            queued.pop(change.key, None)
+                        else:  # a replaced entry keeps the time it first waited from
+                            queued.setdefault(change.key, now)
         self._wake.set()
 
     def close(self) -> None:
@@ -272,12 +278,14 @@ class Indexer:
             return self._indexed_lsn
 
     def lag_seconds(self) -> float:
-        """How long the oldest write not yet wholly in the HNSW indexes has been
-        applied (0.0 when every applied write is): the vector index's lag."""
-        with self._state:
-            if not self._unindexed:
+        """How long the oldest entry of ``embed_queue`` has waited (0.0 when none
+        waits): the vector index's lag. An entry the indexer consumed but whose HNSW
+        change is not made yet no longer counts; that takes one round."""
+        with self._queued_lock:
+            if not self._queued_at:
                 return 0.0
-            return time.monotonic() - self._unindexed[0][1]
+            first = next(iter(self._queued_at.values()))
+        return time.monotonic() - first
 
     def wait_for(self, lsn: int, timeout: float) -> bool:
         """Wait until :attr:`indexed_lsn` reaches ``lsn``; False if ``timeout`` passed."""
@@ -347,9 +355,6 @@ class Indexer:
         with self._state:
             if whole and lsn > self._indexed_lsn:
                 self._indexed_lsn = lsn
-                pending = self._unindexed
-                while pending and pending[0][0] <= lsn:
-                    pending.popleft()
                 # A scope no further than every scope needs no entry of its own.
                 self._scope_lsn = {p: n for p, n in self._scope_lsn.items() if n > lsn}
             for prefix in scopes:

@@ -16,6 +16,7 @@ import pytest
 
 import brain
 from brain.engine.database import Database, DatabaseOptions
+from brain.engine.index.indexer import Indexer
 from brain.engine.index.pressure import EMBED_BACKLOG_RETRY_MS, RECOUNT_S, EmbedPressure
 from brain.errors import Overloaded
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
@@ -116,3 +117,44 @@ def test_a_refused_write_is_not_stored_and_its_retry_is_taken(tmp_path: Path) ->
 def test_the_limit_must_be_positive(tmp_path: Path) -> None:
     with brain.open(tmp_path / "d") as db, pytest.raises(ValueError, match="at least 1"):
         EmbedPressure(db._store, 0)
+
+
+def test_the_lag_is_the_age_of_the_oldest_queued_entry(tmp_path: Path) -> None:
+    """Not the age of the first write the index has not wholly caught up with: under a
+    steady backlog the oldest entries are embedded first and the lag stays flat."""
+    db = _open(tmp_path / "d")
+    try:
+        indexer = db.retrieval.indexer
+        indexer.close()
+        assert indexer.lag_seconds() == 0.0
+        older = _encode(db, QUIET, "the first note, to be forgotten unembedded")
+        time.sleep(0.5)
+        _encode(db, QUIET, "the second note")
+        assert indexer.lag_seconds() >= 0.5
+        # The first entry leaves the queue (its memory is forgotten before it was
+        # embedded): the lag is now the second's, younger by the pause.
+        db.execute(
+            QUIET, Opcode.FORGET, Forget(request_id=rid(), memory=older.memory_id, mode="hard")
+        )
+        assert indexer.lag_seconds() < 0.4
+        while indexer._round():
+            pass
+        assert indexer.lag_seconds() == 0.0
+    finally:
+        db.close()
+
+
+def test_entries_queued_before_the_open_count_from_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _open(tmp_path / "d")
+    db.retrieval.indexer.close()
+    _encode(db, QUIET, "left in the queue at the stop")
+    db.close()
+    monkeypatch.setattr(Indexer, "start", lambda self: None)  # it must not embed it yet
+    again = _open(tmp_path / "d")
+    try:
+        time.sleep(0.2)
+        assert 0.2 <= again.retrieval.indexer.lag_seconds() < 60
+    finally:
+        again.close()
