@@ -38,7 +38,7 @@ from brain.errors import Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.recall_ops import Recall, RecallOk
 from brain.wire.opcodes import Opcode
-from tests.unit.common import NS, rid
+from tests.unit.common import NS, rid, writer_held
 
 FLOOD: Final = 300
 """Documents the busy scope queues: more than two rounds' worth."""
@@ -226,7 +226,17 @@ def test_a_round_stops_between_calls_for_a_recall_on_another_scope(tmp_path: Pat
         indexer._embedder = gated  # type: ignore[assignment]
         # Texts of about 100 characters: a round's call holds about ten of them.
         note = " ".join(["a busy tenant's long note about nothing much at all"] * 2)
-        _encode_all(db, busy, [f"{note} {i}" for i in range(FLOOD)])
+        # Queued behind a held writer, so they commit together and the indexer's
+        # first round finds them all (not only the first, on a loaded machine).
+        with writer_held(db):
+            flood = [
+                db.submit(
+                    NS, Opcode.ENCODE, Encode(request_id=rid(), text=f"{note} {i}", space=busy)
+                )
+                for i in range(FLOOD)
+            ]
+        for future in flood:
+            future.result()
         assert gated.entered.wait(FAULT_DEADLINE_S)  # the indexer is inside a round
         (mine,) = _encode_all(db, quiet, ["the quiet tenant keeps bees"])
         answers: list[RecallOk] = []
