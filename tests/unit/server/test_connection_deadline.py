@@ -34,6 +34,19 @@ SLACK_S: Final = 2.0
 than the handshake's 10 s, so a close that waited for that is told apart."""
 
 
+async def _lived_after(peer: Peer, mark: float) -> float | None:
+    """Seconds from ``mark`` until the server closed ``peer`` (None: it stayed open past
+    the idle timeout and its slack); the peer is closed either way."""
+    closed = await peer.closed_within(IDLE_S + SLACK_S)
+    await peer.close()
+    return None if closed is None else closed - mark
+
+
+def _closed_idle(lived: float | None) -> None:
+    assert lived is not None, "an idle connection outlived the idle timeout"
+    assert IDLE_S - 0.1 < lived < IDLE_S + SLACK_S, lived
+
+
 @pytest.mark.parametrize(
     ("opcode", "body"),
     [(Opcode.MEMORY_GET, {"id": bytes(16)}), (Opcode.STATEMENT_LIST, {"limit": 5})],
@@ -49,24 +62,16 @@ def test_idle_time_counts_from_the_last_answer(
             await asyncio.sleep(IDLE_S / 2)
             peer.send(opcode, 1, body)
             await peer.recv()
-            answered = time.monotonic()
-            closed = await peer.closed_within(IDLE_S + SLACK_S)
-            await peer.close()
-            return None if closed is None else closed - answered
+            return await _lived_after(peer, time.monotonic())
 
-    lived = asyncio.run(main())
-    assert lived is not None, "an idle connection outlived the idle timeout"
-    assert IDLE_S - 0.1 < lived < IDLE_S + SLACK_S, lived
+    _closed_idle(asyncio.run(main()))
 
 
 def test_the_idle_timeout_starts_at_auth(tmp_path: Path) -> None:
     async def main() -> float | None:
         async with live_server(tmp_path / "d", idle_timeout_s=IDLE_S) as (server, key):
             peer = await Peer.connect(server, key)
-            authenticated = time.monotonic()
-            closed = await peer.closed_within(IDLE_S + SLACK_S)
-            await peer.close()
-            return None if closed is None else closed - authenticated
+            return await _lived_after(peer, time.monotonic())
 
     lived = asyncio.run(main())
     assert lived is not None and lived < IDLE_S + SLACK_S, lived
@@ -132,11 +137,6 @@ def test_a_write_then_silence_is_closed(tmp_path: Path) -> None:
             await peer.call(
                 Opcode.ENTITY_CREATE, 1, {"request_id": os.urandom(16), "name": "Ada Lovelace"}
             )
-            answered = time.monotonic()
-            closed = await peer.closed_within(IDLE_S + SLACK_S)
-            await peer.close()
-            return None if closed is None else closed - answered
+            return await _lived_after(peer, time.monotonic())
 
-    lived = asyncio.run(main())
-    assert lived is not None, "an idle connection outlived the idle timeout"
-    assert IDLE_S - 0.1 < lived < IDLE_S + SLACK_S, lived
+    _closed_idle(asyncio.run(main()))
