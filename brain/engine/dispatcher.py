@@ -28,7 +28,7 @@ import lmdb
 from brain import cbor
 from brain.engine.dispatch import POINT_READS, READS, WRITES, ReadHandler
 from brain.engine.index.service import Retrieval
-from brain.engine.planner import plan_buffered, plan_commit, plan_single, read_in_txn
+from brain.engine.planner import answer_key, plan_buffered, plan_commit, plan_single, read_in_txn
 from brain.engine.store.env import Store
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget
@@ -120,7 +120,7 @@ class Dispatcher:
             )
 
         # Before anything is queued: a refused write leaves no trace to retry around.
-        self._retrieval.pressure.check(namespace, opcode)
+        self._retrieval.pressure.check(namespace, opcode, answer_key(namespace, opcode, request))
         if opcode is Opcode.TXN_COMMIT:
             assert isinstance(request, TxnCommit)
             return submit(lambda ctx: plan_commit(ctx, self._txns, namespace, request))

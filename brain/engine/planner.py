@@ -40,6 +40,7 @@ from brain.wire.schema import Message
 
 __all__ = [
     "Planned",
+    "answer_key",
     "plan_buffered",
     "plan_commit",
     "plan_records",
@@ -272,6 +273,18 @@ def plan_commit(
         scope, _commit_key(request.txn_id), digest, committed, ctx.record_time
     )
     return Plan(tuple(changes), (*answers, committed), after=end)
+
+
+def answer_key(namespace: str, opcode: Opcode, request: Message) -> bytes | None:
+    """The idempotency table's key for this write's stored answer (a repeat finds it
+    there), or None for a write with no idempotency key (SCHEMA_PUT)."""
+    if opcode is Opcode.TXN_COMMIT:
+        assert isinstance(request, TxnCommit)
+        return Scope.of(namespace, None).key(_commit_key(request.txn_id))
+    request_id: bytes | None = getattr(request, "request_id", None)
+    if request_id is None:
+        return None
+    return Scope.of(namespace, getattr(request, "space", None)).key(request_id)
 
 
 def _commit_key(txn_id: bytes) -> bytes:

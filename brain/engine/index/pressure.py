@@ -14,7 +14,8 @@ The check runs before the write is queued, on the caller's thread (the event loo
 for the server), so it never waits: it reads the queue's entry count, which LMDB
 keeps, and only when the whole queue holds as many entries as the limit does it
 count the namespace's own, up to the limit, reusing that count for
-:data:`RECOUNT_S`.
+:data:`RECOUNT_S`. A repeat of a write already done is never refused: it adds
+nothing, and its client must get the first answer back (spec/01-wire.md §4).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Final
 from brain.engine.index.backlog import count_queued
 from brain.engine.store.env import Store
 from brain.engine.store.scope import namespace_id
-from brain.engine.store.tables import EMBED_QUEUE
+from brain.engine.store.tables import EMBED_QUEUE, IDEMPOTENCY
 from brain.engine.write.tuning import MAX_EMBED_BACKLOG
 from brain.errors import Overloaded
 from brain.wire.opcodes import Opcode
@@ -71,13 +72,17 @@ class EmbedPressure:
         self.refused = 0
         """Writes refused for the backlog since the database was opened."""
 
-    def check(self, namespace: str, opcode: Opcode) -> None:
+    def check(self, namespace: str, opcode: Opcode, answer_key: bytes | None = None) -> None:
         """Raise Overloaded when ``opcode`` adds documents and ``namespace``'s backlog
-        is at the limit; never waits for the store (a resize in progress skips it)."""
+        is at the limit, unless the idempotency table holds an answer at
+        ``answer_key`` (the write is a repeat); never waits for the store (a resize
+        in progress skips it)."""
         if opcode not in DOCUMENT_WRITES:
             return
         backlog = self.backlog(namespace)
         if backlog is None or backlog < self.limit:
+            return
+        if answer_key is not None and self._answered(answer_key):
             return
         with self._lock:
             self.refused += 1
@@ -86,6 +91,14 @@ class EmbedPressure:
             f" behind (retrieval.max_embed_backlog = {self.limit}); retry once it catches up",
             retry_after_ms=EMBED_BACKLOG_RETRY_MS,
         )
+
+    def _answered(self, answer_key: bytes) -> bool:
+        """True when the write whose answer is kept at ``answer_key`` was done (or the
+        store is held for a resize: the planner then decides, as below the limit)."""
+        with self._store.try_read() as txn:
+            if txn is None:
+                return True
+            return txn.get(answer_key, db=self._store.table(IDEMPOTENCY)) is not None
 
     def backlog(self, namespace: str) -> int | None:
         """The namespace's queued entries, counted up to the limit (0 when the whole

@@ -21,6 +21,7 @@ from brain.engine.index.pressure import EMBED_BACKLOG_RETRY_MS, RECOUNT_S, Embed
 from brain.errors import Overloaded
 from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget
 from brain.wire.messages.statement_ops import StatementCreate
+from brain.wire.messages.txn_ops import TxnBegin, TxnBegun, TxnCommit, TxnCommitted
 from brain.wire.messages.values import NameRef, TextValue
 from brain.wire.opcodes import Opcode
 from tests.unit.common import rid
@@ -110,6 +111,42 @@ def test_a_refused_write_is_not_stored_and_its_retry_is_taken(tmp_path: Path) ->
         _past_recount()
         again = db.execute(BUSY, Opcode.ENCODE, request)  # the same request id
         assert isinstance(again, EncodeOk) and not again.deduplicated
+    finally:
+        db.close()
+
+
+def test_a_repeat_of_a_done_write_gets_its_first_answer_past_a_full_backlog(
+    tmp_path: Path,
+) -> None:
+    """A client that lost its answer, say to a crash, asks again: the write adds no
+    document the second time, so the backlog must not refuse it (spec/01-wire.md §4)."""
+    db = _open(tmp_path / "d")
+    try:
+        db.retrieval.indexer.close()
+        begun = db.execute(BUSY, Opcode.TXN_BEGIN, TxnBegin(), owner=b"conn")
+        assert isinstance(begun, TxnBegun)
+        db.execute(
+            BUSY, Opcode.ENCODE, Encode(request_id=rid(), text="in a txn", txn_id=begun.txn_id)
+        )
+        commit = TxnCommit(txn_id=begun.txn_id)
+        committed = db.execute(BUSY, Opcode.TXN_COMMIT, commit)
+        assert isinstance(committed, TxnCommitted)
+        requests = [Encode(request_id=rid(), text=f"busy note {i}") for i in range(LIMIT - 1)]
+        first = [db.execute(BUSY, Opcode.ENCODE, request) for request in requests]
+        statement = _statement(4)
+        stated = None
+        _past_recount()
+        with pytest.raises(Overloaded):
+            stated = db.execute(BUSY, Opcode.STATEMENT_CREATE, statement)
+        assert stated is None
+        assert [db.execute(BUSY, Opcode.ENCODE, request) for request in requests] == first
+        assert db.execute(BUSY, Opcode.TXN_COMMIT, commit) == committed
+        # A new write, and a request id never answered, are still refused.
+        with pytest.raises(Overloaded):
+            db.execute(BUSY, Opcode.STATEMENT_CREATE, statement)
+        with pytest.raises(Overloaded):
+            _encode(db, BUSY, "one more")
+        assert db.retrieval.pressure.refused == 3
     finally:
         db.close()
 
