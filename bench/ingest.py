@@ -64,6 +64,13 @@ SEED: Final = 1
 """The generator's seed, recorded so a reader can regenerate the same entities."""
 
 PEER: Final = "PostgreSQL 15"
+
+GOAL: Final = 1.0
+"""Writes/s over PostgreSQL's at :data:`CLIENTS` clients (spec/08-benchmarks.md §5)."""
+
+SINGLE_GOAL: Final = 0.8
+"""Writes/s over PostgreSQL's at one client: each write waits for its own fsync on both
+sides, so the CPU around one fsync is all that differs."""
 """The peer's name in the results table."""
 
 _turns = 0
@@ -192,7 +199,10 @@ def main(argv: list[str]) -> int:
         _print(name, runs[name] + single[name])
     ratio = harness.ratios(runs["brain"], runs["postgres"], "ops_per_s")
     single_ratio = harness.ratios(single["brain"], single["postgres"], "ops_per_s")
-    goal = harness.Goal("throughput ≥ 1.0x PostgreSQL", 1.0, at_least=True)
+    goal = harness.Goal(f"throughput ≥ {GOAL:.1f}x PostgreSQL", GOAL, at_least=True)
+    single_goal = harness.Goal(
+        f"throughput ≥ {SINGLE_GOAL:.1f}x PostgreSQL", SINGLE_GOAL, at_least=True
+    )
     summary = [
         harness.row(
             f"ingest: STATEMENT_CREATE, {CLIENTS} clients, fsync on",
@@ -210,6 +220,7 @@ def main(argv: list[str]) -> int:
             peer=_median(single["postgres"], "ops_per_s"),
             peer_name=PEER,
             ratio=single_ratio["median"],
+            goal=single_goal,
         ),
         harness.row(
             f"ingest: fsyncs per 1,000 writes, {CLIENTS} clients",

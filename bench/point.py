@@ -91,6 +91,13 @@ SEED: Final = 1
 """The generator's seed."""
 
 PEER: Final = "PostgreSQL 15"
+
+GET_GOAL: Final = 1.2
+"""STATEMENT_GET queries/s over PostgreSQL's: a key lookup in a memory map should beat a
+B-tree probe behind a SQL executor (spec/08-benchmarks.md §5)."""
+
+LIST_GOAL: Final = 1.0
+"""As-of STATEMENT_LIST queries/s over PostgreSQL's: its index range scan does the same walk."""
 """The peer's name in the results table."""
 
 Id = TypeVar("Id")
@@ -296,12 +303,12 @@ def main(argv: list[str]) -> int:
         peer = pg.describe()
     get_ratio = harness.ratios(get_runs["brain"], get_runs["postgres"], "ops_per_s")
     list_ratio = harness.ratios(list_runs["brain"], list_runs["postgres"], "ops_per_s")
-    goal = harness.Goal("queries/s ≥ 1.0x PostgreSQL", 1.0, at_least=True)
     summary = []
-    for what, runs, ratio in (
-        ("point: STATEMENT_GET by id", get_runs, get_ratio),
-        ("point: STATEMENT_LIST subject+predicate as_of", list_runs, list_ratio),
+    for what, runs, ratio, bound in (
+        ("point: STATEMENT_GET by id", get_runs, get_ratio, GET_GOAL),
+        ("point: STATEMENT_LIST subject+predicate as_of", list_runs, list_ratio, LIST_GOAL),
     ):
+        goal = harness.Goal(f"queries/s ≥ {bound:.1f}x PostgreSQL", bound, at_least=True)
         summary.append(
             harness.row(
                 f"{what}, {CONNECTIONS} connections, {size:,} statements",

@@ -67,8 +67,11 @@ def load_rows(results: Path = RESULTS) -> list[dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not isinstance(data.get("summary"), list):
             continue
+        # A file is one run, named for its suite unless it is a second run of one
+        # (``scale-1m-hashing.json``): its section is the file's name, so two runs of
+        # a suite stand side by side instead of merging.
+        suite = path.stem
         for row in data["summary"]:
-            suite = data.get("suite", path.stem)
             rows.append(_with_bound({"suite": suite, "when": data.get("when"), **row}))
     return rows
 

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Final
 
+from bench import ingest
 from bench.peers.postgres import BIN
 from tests.integration.benchrun import run_quick
 
@@ -44,8 +45,11 @@ def test_ingest_quick(tmp_path: Path) -> None:
     goal_row = doc["summary"][0]
     assert goal_row["unit"] == "writes/s" and goal_row["peer_name"] == "PostgreSQL 15"
     assert goal_row["ratio"] > 0 and isinstance(goal_row["met"], bool)
-    assert goal_row["met"] == (goal_row["ratio"] >= 1.0)
+    assert goal_row["met"] == (goal_row["ratio"] >= ingest.GOAL)
     assert doc["ratio"]["16_clients"]["median"] == goal_row["ratio"]
+    single_row = doc["summary"][1]
+    assert single_row["bound"] == ingest.SINGLE_GOAL
+    assert single_row["met"] == (single_row["ratio"] >= ingest.SINGLE_GOAL)
     lines = [line for line in result.stdout.splitlines() if line.startswith("clients=")]
     assert len(lines) == 4
     assert all("writes/s=" in line and "fsyncs/1000 writes=" in line for line in lines)

@@ -152,3 +152,19 @@ def test_report_lists_missed_goals_first_and_fills_the_readme(tmp_path: Path) ->
     assert report.main(["--results", str(tmp_path)]) == 0
     assert (tmp_path / "goals.png").stat().st_size > 1000
     assert (tmp_path / "SUMMARY.md").exists()
+
+
+def test_report_gives_a_second_run_of_a_suite_its_own_section(tmp_path: Path) -> None:
+    # The section is the file's name, so a by-hand run saved beside the default one
+    # (scale.json and scale-1m-hashing.json) is reported beside it, not merged into it.
+    for name, ours in (("scale", 1.0), ("scale-1m-hashing", 3.0)):
+        summary = [row("p50", "ms", ours)]
+        doc = {"suite": "scale", "when": name, "summary": summary}
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    loaded = report.load_rows(tmp_path)
+    assert sorted((r["suite"], r["when"]) for r in loaded) == [
+        ("scale", "scale"),
+        ("scale-1m-hashing", "scale-1m-hashing"),
+    ]
+    text = report.render_markdown(loaded)
+    assert "## scale (measured scale)" in text and "## scale-1m-hashing (measured" in text
