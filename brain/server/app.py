@@ -94,6 +94,14 @@ class Server:
             await self._start()
         except BaseException:
             await self._close_listeners()
+            # A database opened before the failure (the key store is opened after it) is
+            # closed too: its indexer may be inside hnswlib, and a thread left running
+            # in C++ when the interpreter exits aborts the process instead of exit 1.
+            if self._given_backend is None:
+                await self.backend.close()
+            if self.keys is not None:
+                self.keys.close()
+                self.keys = None
             raise
 
     async def _start(self) -> None:

@@ -19,7 +19,7 @@ import pytest
 import brain
 from brain.client import AsyncClient
 from brain.engine.database import Database, DatabaseOptions
-from brain.errors import Unavailable
+from brain.errors import StorageFault, Unavailable
 from brain.server.app import Server
 from brain.server.backend import EngineBackend
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
@@ -94,3 +94,31 @@ def test_readyz_reports_recovery_until_the_database_is_open(tmp_path: Path) -> N
             await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_start_that_fails_after_the_database_opened_closes_it(tmp_path: Path) -> None:
+    # The key store opens after the database: when it is damaged the start fails, and
+    # the database must not be left running (its indexer inside hnswlib at the
+    # interpreter's exit aborted the process instead of exiting 1).
+    data = tmp_path / "data"
+    first = Server(free_port_config(data))
+
+    async def run_once() -> None:
+        await first.start()
+        await first.stop()
+
+    asyncio.run(run_once())
+    keys_file = data / "keys" / "data.mdb"
+    keys_file.write_bytes(keys_file.read_bytes()[: keys_file.stat().st_size // 2])
+    server = Server(free_port_config(data))
+
+    async def scenario() -> None:
+        with pytest.raises(StorageFault, match="cut short"):
+            await server.start()
+
+    asyncio.run(scenario())
+    assert isinstance(server.backend, EngineBackend)
+    with pytest.raises(Unavailable, match="closed"):
+        server.backend.database.execute("default", Opcode.MEMORY_GET, MemoryGet(id=bytes(16)))
+    # Released: the same process can open the directory again.
+    brain.open(data).close()
