@@ -164,14 +164,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 built[n] = corpus
                 servers[n] = server
-                client = RecallClient(server.host, server.port, server.api_key, built[n].index_of())
-                stack.callback(client.close)
-                clients[n] = client
                 memory[n] = {
                     "after_load_mb": built[n].build["server_rss_after_load_mb"],
                     "after_open_mb": server.rss_mb(),
                     "after_open_parts_mb": rss_parts_mb(server.pid),
                 }
+            # Connected once every server is up: building a large corpus takes minutes,
+            # and a connection opened before it would sit idle past the server's timeout.
+            for n in sizes:
+                server = servers[n]
+                client = RecallClient(server.host, server.port, server.api_key, built[n].index_of())
+                stack.callback(client.close)
+                clients[n] = client
             asked = {n: cues(built[n].world, count, CUE_SEED) for n in sizes}
             vectors = {n: embedder.embed(asked[n]) for n in sizes}
             # Warm every server's caches and code paths before any timed turn.
