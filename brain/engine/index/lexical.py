@@ -355,7 +355,7 @@ def _search_cached(
     base = K1 * (1.0 - B)
     per_length = K1 * B / average
     table = store.table(LEX_POSTINGS)
-    numbers: list[NDArray[np.int64]] = []
+    numbers: list[NDArray[np.int32]] = []
     shares: list[NDArray[np.float64]] = []
     for term in terms:
         th = _term_hash(term)
@@ -371,6 +371,8 @@ def _search_cached(
             continue
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
         lift = idf * (K1 + 1.0)
+        # The counts are uint32; each step with a Python float widens them to float64
+        # exactly, so the shares are those of float64 counts to the last bit.
         tf = postings.frequencies
         numbers.append(postings.documents)
         shares.append(lift * tf / (tf + base + per_length * postings.lengths))

@@ -156,3 +156,15 @@ def test_every_postings_write_moves_the_terms_version(db: Database) -> None:
     assert version() == 0
     _encode(db, "alpha again")
     assert version() > start + 4
+
+
+def test_a_posting_costs_twelve_bytes_and_counts_stay_exact() -> None:
+    # Numbers int32 and counts uint32: half of int64 and float64's 24 bytes, and a
+    # count past float32's exact range (2**24) still exact.
+    numbering = PostingsCache().scope(b"s" * 32)
+    rows = [(bytes([i]) * 17, (1 << 24) + 1 + i, 1_000_000 - i) for i in range(10)]
+    built = postings.build(1, numbering, rows)
+    held = built.documents.nbytes + built.frequencies.nbytes + built.lengths.nbytes
+    assert held == 12 * len(rows)
+    assert built.frequencies.tolist() == [tf for _, tf, _ in rows]
+    assert built.lengths.tolist() == [length for _, _, length in rows]
