@@ -48,6 +48,7 @@ __all__ = [
     "Message",
     "Range",
     "TextPattern",
+    "Time",
     "built_answers",
     "check_built_answers",
     "describe_message",
@@ -152,6 +153,13 @@ class Label:
     """Text that reads as one line of visible words: no character of Unicode
     category C (control, format, surrogate, private use, unassigned), no line or
     paragraph separator (Zl, Zp), and no whitespace at either end, so never blank."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Time:
+    """An integer that is a time: signed nanoseconds since the Unix epoch, UTC.
+    It constrains nothing beyond its range; it tells clients which integers are
+    times (``int[…] time`` in ``schema.json``), so they may accept a date there."""
 
 
 class Message:
@@ -510,6 +518,8 @@ def _with_constraints(check: Checker, meta: list[object]) -> Checker:
             rules.append(_finite_rule)
         elif isinstance(item, Label):
             rules.append(_label_rule)
+        elif isinstance(item, Time):
+            pass  # a marker for clients: the range rule already holds
         else:
             raise TypeError(f"unknown constraint {item!r}")
 
@@ -734,4 +744,6 @@ def _describe_constraint(text: str, item: object) -> str:
         return text + " finite"
     if isinstance(item, Label):
         return text + " label"
+    if isinstance(item, Time):
+        return text + " time"
     return text

@@ -108,6 +108,7 @@ class Type:
     patterns: tuple[re.Pattern[str], ...] = ()
     finite: bool = False
     label: bool = False  # one line of visible words: no category C, Zl, Zp; no edge whitespace
+    time: bool = False  # an integer that is a time (ns since the epoch): a marker, no extra rule
 
 
 def _number(text: str) -> int | float:
@@ -158,7 +159,7 @@ def _base_end(text: str) -> tuple[Type, int]:
 
 Constraint = tuple[str, object, object]
 """One suffix of a type text: ("len", min, max), ("range", low, high), ("pattern", re, None),
-("finite", None, None) or ("label", None, None)."""
+("finite", None, None), ("label", None, None) or ("time", None, None)."""
 
 
 def _constraints(rest: str) -> list[Constraint]:
@@ -173,7 +174,7 @@ def _constraints(rest: str) -> list[Constraint]:
         low_num = None if m.group(1) is None else _number(m.group(1))
         high_num = None if m.group(2) is None else _number(m.group(2))
         return [("range", low_num, high_num), *_constraints(rest[m.end() :])]
-    for word in (" finite", " label"):
+    for word in (" finite", " label", " time"):
         if rest.startswith(word) and not rest[len(word) : len(word) + 1].isalnum():
             return [(word.strip(), None, None), *_constraints(rest[len(word) :])]
     if rest.startswith(" /"):
@@ -207,6 +208,8 @@ def _suffixes(rest: str, base: Type) -> Type:
             result = replace(result, finite=True)
         elif kind == "label":
             result = replace(result, label=True)
+        elif kind == "time":
+            result = replace(result, time=True)
         else:
             assert isinstance(first, re.Pattern)
             result = replace(result, patterns=(*result.patterns, first))
@@ -240,6 +243,8 @@ def _check_applicable(parsed: Type, text: str) -> None:
         raise NotationError(f"'finite' on {parsed.base} in {text!r}")
     if parsed.label and parsed.base not in ("text", "enum"):
         raise NotationError(f"'label' on {parsed.base} in {text!r}")
+    if parsed.time and parsed.base != "int":
+        raise NotationError(f"'time' on {parsed.base} in {text!r}")
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:

@@ -16,10 +16,12 @@ from brain.wire.schema import (
     Message,
     Range,
     TextPattern,
+    Time,
     wire_message,
 )
 
 __all__ = [
+    "I64",
     "MAX_LIST_LIMIT",
     "MAX_PREDICATE_CHARS",
     "Confidence",
@@ -71,7 +73,10 @@ Sha256 = Annotated[bytes, Len(32, 32)]
 UInt = Annotated[int, Range(0, U64_MAX)]
 """An unsigned 64-bit integer."""
 
-Nanos = Annotated[int, Range(I64_MIN, I64_MAX)]
+I64 = Annotated[int, Range(I64_MIN, I64_MAX)]
+"""A signed 64-bit integer."""
+
+Nanos = Annotated[int, Range(I64_MIN, I64_MAX), Time()]
 """A time: signed nanoseconds since the Unix epoch, UTC (valid time may precede 1970)."""
 
 Limit = Annotated[int, Range(1, MAX_LIST_LIMIT)]
@@ -164,7 +169,7 @@ class TextValue(Message):
 class IntValue(Message):
     """An object that is an integer (signed 64-bit)."""
 
-    int_: Nanos
+    int_: I64
 
 
 @wire_message

@@ -6,8 +6,8 @@
 //   await client.bye();
 //
 // Every request opcode has a method named after it in camelCase
-// (`statementCreate`, `recall`, `memoryGet`, ...), generated from
-// protocol/protocol.json at load time: it takes the request as a plain object
+// (`statementCreate`, `recall`, `memoryGet`, ...), made at load time from the
+// opcode table in src/contract.js (generated from protocol/): it takes the request as a plain object
 // with the wire's snake_case keys and resolves to the decoded answer, or
 // rejects with the typed error the server sent (errors.js). Writes get a fresh
 // `request_id` when the caller gives none; pass your own to retry idempotently.
@@ -65,7 +65,8 @@ const camel = (name) => name.toLowerCase().replace(/_([a-z])/g, (_, c) => c.toUp
 /**
  * The methods generated at the end of this module, one per request opcode
  * (request shape → answer shape, as named in protocol/schema.json). Listed
- * here for editors and type checkers; a test keeps the list complete.
+ * here for editors and type checkers; a test keeps the list complete. The
+ * typed form, with every request and answer shape, is in messages.d.ts.
  * @typedef {object} OpcodeMethods
  * @property {RequestMethod} ping                PING: Ping → Pong
  * @property {RequestMethod} encode              ENCODE: Encode → EncodeOk

@@ -1,6 +1,7 @@
-// The contract, read at load time from protocol/protocol.json (opcodes,
-// errors, frame constants) and protocol/schema.json (every message's keys and
-// types), and the schema-directed payload encoder built on it.
+// The contract, protocol/protocol.json (opcodes, errors, frame constants) and
+// protocol/schema.json (every message's keys and types) as generated into
+// src/contract.js (scripts/generate.js), and the schema-directed payload
+// encoder built on it.
 //
 // Why schema-directed: JavaScript has one number type and no way to tell 1.0
 // from 1, while the server encodes a float field as a float and an integer
@@ -18,18 +19,16 @@
 // the schema only turns the Float of an integral float back into a plain
 // number where the key is typed float, so callers read `confidence: 1`.
 
-import { readFileSync } from 'node:fs';
+//
+// Times: an integer key typed `int[…] time` is nanoseconds since the epoch,
+// and takes a Date too, sent as its milliseconds × 1,000,000 (BigInt, exact).
+// An invalid Date, or a Date where the integer is no time, is an EncodeError.
+
 import { decode, encode, Float, CborError } from './cbor.js';
+import { PROTOCOL, SCHEMA } from './contract.js';
 import { EncodeError } from './errors.js';
 
-/** Where the machine-readable contract lives: protocol/, two levels up from this package. */
-const PROTOCOL_DIR = new URL('../../../', import.meta.url);
-
-/** @param {string} name */
-const readJson = (name) => JSON.parse(readFileSync(new URL(name, PROTOCOL_DIR), 'utf8'));
-
-export const PROTOCOL = readJson('protocol.json');
-export const SCHEMA = readJson('schema.json');
+export { PROTOCOL, SCHEMA };
 
 export const RESPONSE_BIT = PROTOCOL.frame.response_bit;
 export const ERROR_OPCODE = PROTOCOL.frame.error_opcode;
@@ -94,6 +93,7 @@ export function shapeOf(opcode, eos = true) {
 
 /**
  * @typedef {{kind: 'any'|'map'|'bool'|'text'|'bytes'|'int'|'float'}
+ *   | {kind: 'time'}
  *   | {kind: 'array', item: Type}
  *   | {kind: 'shape', name: string}
  *   | {kind: 'union', members: Map<string, string>}} Type
@@ -104,7 +104,7 @@ const TYPE_CACHE = new Map();
 
 /**
  * Parse a schema type text: `bytes(16)`, `[Evidence](0..1024)`, `float[0..1] finite`,
- * `enum(a|b)`, `text /re/`, `EntityRef|NameRef`, `Statement`, `any`, `map`.
+ * `int[…] time`, `enum(a|b)`, `text /re/`, `EntityRef|NameRef`, `Statement`, `any`, `map`.
  * @param {string} text
  * @returns {Type}
  */
@@ -127,6 +127,8 @@ export function parseType(text) {
     type = { kind: 'array', item: parseType(text.slice(1, end)) };
   } else if (text === 'any' || text === 'map' || text === 'bool') {
     type = { kind: text };
+  } else if (/^int\b.* time$/.test(text)) {
+    type = { kind: 'time' };
   } else if (/^(text|bytes|int|float)\b/.test(text)) {
     type = { kind: /** @type {'text'|'bytes'|'int'|'float'} */ (text.match(/^\w+/)?.[0]) };
   } else if (text.startsWith('enum(')) {
@@ -215,6 +217,34 @@ export function float32Values(bytes) {
 }
 
 /**
+ * A time on the wire for a Date: its milliseconds since the epoch × 1,000,000,
+ * as a BigInt (exact: a Date holds whole milliseconds).
+ * @param {Date} date
+ * @param {string} [path] the key path, for the error
+ * @returns {bigint}
+ */
+export function nanosFromDate(date, path = '') {
+  if (!(date instanceof Date)) throw new EncodeError(`must be a Date, got ${describe(date)}`, path);
+  const ms = date.getTime();
+  if (Number.isNaN(ms)) throw new EncodeError('is an invalid Date (its time is NaN)', path);
+  return BigInt(ms) * 1_000_000n;
+}
+
+/**
+ * The Date of a time on the wire (nanoseconds since the epoch), rounded down to
+ * the millisecond, which is all a Date holds.
+ * @param {number|bigint} nanos
+ * @returns {Date}
+ */
+export function dateFromNanos(nanos) {
+  if (typeof nanos === 'number' && Number.isInteger(nanos)) nanos = BigInt(nanos);
+  if (typeof nanos !== 'bigint') throw new TypeError(`a time is integer nanoseconds, got ${describe(nanos)}`);
+  const ns = /** @type {bigint} */ (nanos);
+  const ms = ns / 1_000_000n - (ns % 1_000_000n < 0n ? 1n : 0n);
+  return new Date(Number(ms));
+}
+
+/**
  * Walk `value` against shape `name` and return a CBOR-ready copy.
  * @param {string} name
  * @param {unknown} value
@@ -265,7 +295,11 @@ function prepare(type, value, path) {
       // A hex or base64 string here is the classic mistake: the server wants raw bytes.
       if (!(value instanceof Uint8Array)) throw new EncodeError(`must be a Uint8Array, got ${describe(value)}`, path);
       return value;
+    case 'time':
+      if (value instanceof Date) return nanosFromDate(value, path);
+      return prepare({ kind: 'int' }, value, path);
     case 'int':
+      if (value instanceof Date) throw new EncodeError('must be an integer; a Date is taken only where a time is', path);
       if (typeof value === 'bigint') return value;
       if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) <= 2 ** 53) return value;
       if (typeof value === 'number' && Number.isInteger(value)) {

@@ -4,23 +4,12 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { PYTHON, REPO } from './helpers.js';
+import { killServerOnExit, readCredentials, startServer, stopServer } from './server.js';
 import { Client } from '../src/client.js';
 import { Float } from '../src/cbor.js';
 import * as errors from '../src/errors.js';
 
-/** The line `brain serve` prints once every port is bound (brain/server/spawn.py READY_LINE). */
-const READY_LINE = /serving wire on (?<host>[^ ]+):(?<wire>\d+), public HTTP on [^ ]+:(?<public>\d+), admin HTTP on [^ ]+:(?<admin>\d+)/;
-/** Start-up takes a few seconds; this bounds a server that never gets ready. */
-const READY_TIMEOUT_MS = 60_000;
-/** How long the server gets to exit after SIGTERM before it is killed. */
-const STOP_TIMEOUT_MS = 20_000;
 /** Requests put in flight at once by the burst test. */
 const BURST = 64;
 /** How long a cancelled subscription may take to send its end frame; it is sent at once. */
@@ -30,69 +19,12 @@ const STREAM_WAIT_MS = 5_000;
 
 const MEMORY_TEXT = 'Alice moved from Berlin to Lisbon in the spring of 2021.';
 
-/** @type {{process: import('node:child_process').ChildProcess, host: string, wire: number, admin: number, dir: string, output: string[]}} */
+/** @type {import('./server.js').Server} */
 let server;
 /** @type {Client & import('../src/client.js').OpcodeMethods} */
 let client;
 /** @type {Record<string, string>} */
 let credentials;
-
-/** Start `brain serve` and wait for its ready line. */
-async function startServer() {
-  const dir = mkdtempSync(join(tmpdir(), 'brain-js-'));
-  const child = spawn(
-    PYTHON,
-    ['-m', 'brain', 'serve', '--data', join(dir, 'data'), '--port', '0', '--public-port', '0', '--admin-port', '0'],
-    { cwd: REPO, env: { ...process.env, BRAIN_RETRIEVAL__EMBEDDER: 'hashing' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  /** @type {string[]} */
-  const output = [];
-  // Keep draining both pipes so the server never blocks on a full one.
-  createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stderr) }).on('line', (line) => output.push(line));
-  const lines = createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stdout) });
-  const ready = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line in ${READY_TIMEOUT_MS} ms:\n${output.join('\n')}`)), READY_TIMEOUT_MS);
-    lines.on('line', (line) => {
-      output.push(line);
-      const match = READY_LINE.exec(line);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match.groups);
-      }
-    });
-    child.once('exit', (status) => {
-      clearTimeout(timer);
-      reject(new Error(`brain serve exited (${status}) before it was ready:\n${output.join('\n')}`));
-    });
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot start ${PYTHON}: ${error.message}`));
-    });
-  }).catch((error) => {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-    throw error;
-  });
-  const { host, wire, admin } = /** @type {Record<string, string>} */ (ready);
-  return { process: child, host, wire: Number(wire), admin: Number(admin), dir, output };
-}
-
-/**
- * If this process is ended before `after` runs (the runner's file timeout sends
- * SIGTERM), take the server down with it rather than leave it running.
- */
-function killServerOnExit() {
-  const kill = () => {
-    if (server && server.process.exitCode === null && server.process.signalCode === null) server.process.kill('SIGKILL');
-  };
-  process.once('exit', kill);
-  for (const signal of /** @type {const} */ (['SIGTERM', 'SIGINT', 'SIGHUP'])) {
-    process.once(signal, () => {
-      kill();
-      process.exit(1);
-    });
-  }
-}
 
 /**
  * The next item of an answer stream's iterator, or a failure after `ms`.
@@ -103,26 +35,6 @@ async function nextWithin(iterator, ms) {
   if (result === null) throw new Error(`no answer frame within ${ms} ms`);
   assert.ok(!result.done, 'the stream ended early');
   return result.value;
-}
-
-/** SIGTERM, then SIGKILL if it lingers; remove the directory. */
-async function stopServer() {
-  if (!server) return;
-  const child = server.process;
-  if (child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-    await exited;
-    clearTimeout(timer);
-  }
-  rmSync(server.dir, { recursive: true, force: true });
-}
-
-/** The keys of credentials.toml (flat `key = "value"` lines, as the server writes them). */
-function readCredentials() {
-  const text = readFileSync(join(server.dir, 'data', 'credentials.toml'), 'utf8');
-  return Object.fromEntries([...text.matchAll(/^(\w+)\s*=\s*"([^"]*)"\s*$/gm)].map((m) => [m[1], m[2]]));
 }
 
 /**
@@ -146,14 +58,14 @@ const has = (ids, id) => ids.some((x) => x.equals(id));
 describe('a live server', { timeout: 90_000 }, () => {
   before(async () => {
     server = await startServer();
-    killServerOnExit();
-    credentials = readCredentials();
+    killServerOnExit(server);
+    credentials = readCredentials(server);
     client = await Client.connect({ host: server.host, port: server.wire, apiKey: credentials.api_key, clientName: 'brain-js-test/1' });
   });
 
   after(async () => {
     client?.close();
-    await stopServer();
+    await stopServer(server);
   });
 
   test('the handshake: WELCOME and AUTH_OK, times as BigInt', () => {

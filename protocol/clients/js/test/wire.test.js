@@ -8,7 +8,7 @@ import { code } from './helpers.js';
 import { Float, decode, encode as encodePlain } from '../src/cbor.js';
 import { EncodeError } from '../src/errors.js';
 import {
-  OPCODES, SCHEMA, STREAMING_OPCODES, decodeMessage, encodePayload, float32Values, parseType,
+  OPCODES, SCHEMA, STREAMING_OPCODES, dateFromNanos, decodeMessage, encodePayload, float32Values, nanosFromDate, parseType,
 } from '../src/wire.js';
 import { Client } from '../src/client.js';
 
@@ -145,4 +145,43 @@ test('the streaming opcodes are those schema.json gives a stream_end shape', () 
   assert.ok(fromSchema.length > 0);
   assert.deepEqual([...STREAMING_OPCODES].sort(), fromSchema.sort());
   for (const op of OPCODES) assert.equal(STREAMING_OPCODES.has(op.name), op.streamEnd !== null, op.name);
+});
+
+test('a Date in a time key travels as exactly its milliseconds × 1,000,000 (BigInt)', () => {
+  const when = new Date('1969-07-20T20:17:40.123Z'); // before 1970: negative
+  const ns = BigInt(when.getTime()) * 1_000_000n;
+  assert.deepEqual(decode(bytes('STATEMENT_LIST', { as_of: when, valid_at: when })), { as_of: ns, valid_at: ns });
+  assert.deepEqual(bytes('STATEMENT_LIST', { as_of: when }), bytes('STATEMENT_LIST', { as_of: ns }));
+  // Nested, and in a union member: an object that is a time.
+  const created = /** @type {any} */ (decode(bytes('STATEMENT_CREATE', {
+    request_id: ID, kind: 'event', subject: { name: 'A' }, predicate: 'p', object: { time: new Date(0) }, event_at: when,
+  })));
+  assert.deepEqual(created.object, { time: 0 }); // 0n, decoded: a safe integer reads as a number
+  assert.equal(created.event_at, ns);
+  assert.equal(nanosFromDate(when), ns);
+  assert.equal(dateFromNanos(ns).getTime(), when.getTime());
+  assert.equal(dateFromNanos(ns + 999_999n).getTime(), when.getTime(), 'rounds down');
+});
+
+test('an invalid Date, or a Date where the integer is no time, is an EncodeError (a TypeError)', () => {
+  const refused = (/** @type {string} */ field) => (/** @type {any} */ e) => e instanceof EncodeError && e instanceof TypeError && e.field === field;
+  assert.throws(() => bytes('STATEMENT_LIST', { as_of: new Date(Number.NaN) }), refused('as_of'));
+  assert.throws(() => bytes('STATEMENT_LIST', { limit: new Date() }), refused('limit'));
+  assert.throws(() => bytes('STATEMENT_CREATE', {
+    request_id: ID, kind: 'fact', subject: { name: 'A' }, predicate: 'p', object: { int: new Date() },
+  }), refused('object.int'));
+  assert.throws(() => bytes('STATEMENT_LIST', { as_of: '2024-01-01' }), refused('as_of'));
+});
+
+test('the keys schema.json marks as times are signed 64-bit integers, and include the familiar ones', () => {
+  const times = new Set();
+  for (const [shape, fields] of Object.entries(SCHEMA.shapes)) {
+    for (const field of /** @type {any[]} */ (fields)) {
+      if (!/ time$/.test(field.type)) continue;
+      assert.match(field.type, /^int\[-9223372036854775808\.\.9223372036854775807\] time$/, `${shape}.${field.key}`);
+      times.add(field.key);
+    }
+  }
+  for (const key of ['as_of', 'valid_at', 'valid_from', 'valid_to', 'recorded_at', 'occurred_at', 'server_time', 'time']) assert.ok(times.has(key), key);
+  assert.ok(!times.has('int') && !times.has('limit') && !times.has('lsn'));
 });
