@@ -3,7 +3,8 @@
 The public port needs no credentials and says nothing private: liveness,
 readiness and Prometheus metrics. Every admin route needs
 ``Authorization: Bearer <admin_token>`` and answers 401 without it; bodies are
-JSON both ways, and errors are JSON objects with the wire error's name.
+JSON both ways. Every error of either port is a JSON object with the wire error's
+name (:mod:`brain.server.http_errors`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -23,10 +25,11 @@ from aiohttp import web
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, list_snapshots
 from brain.engine.admin.transfer import EXPORT_FORMAT, Header, Row
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
-from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
+from brain.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable
 from brain.ids import new_id
 from brain.server.backend import BackendStatus
 from brain.server.config import Config
+from brain.server.http_errors import error_response, json_errors
 from brain.server.keys import KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
 from brain.wire.messages.recall_ops import ExplainRequest
@@ -53,21 +56,6 @@ ADMIN_MAX_BODY: Final = 1024 * 1024
 PROMETHEUS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_STATUS_BY_ERROR: Final = {
-    "INVALID_ARGUMENT": 400,
-    "NOT_FOUND": 404,
-    "PERMISSION_DENIED": 403,
-    "UNAVAILABLE": 503,
-}
-
-
-def _error(status: int, name: str, message: str, field: str | None = None) -> web.Response:
-    body: dict[str, object] = {"error": name, "message": message}
-    if field is not None:
-        body["field"] = field
-    return web.json_response(body, status=status)
-
 
 EXPORT_CHUNK_LINES: Final = 1000
 """Export lines read per trip to the worker thread: small enough to stream steadily."""
@@ -196,7 +184,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
     """``/healthz``, ``/readyz`` (from ``status``) and ``/metrics``."""
-    app = web.Application()
+    app = web.Application(middlewares=[json_errors])
     app[PUBLIC] = PublicState(status, metrics)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
@@ -239,7 +227,8 @@ ADMIN: Final = web.AppKey("admin", AdminState)
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """401 without the admin bearer token; a BrainError as its JSON error."""
+    """401 without the admin bearer token, before anything else: whatever the route,
+    known or not, a caller without the token learns nothing of it."""
     header = request.headers.get("Authorization", "")
     scheme, _, presented = header.partition(" ")
     if (
@@ -247,16 +236,13 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         or not presented
         or not await request.app[ADMIN].token_ok(presented.strip())
     ):
-        return web.json_response(
-            {"error": "UNAUTHENTICATED", "message": "a valid admin bearer token is required"},
-            status=401,
+        return error_response(
+            HTTPStatus.UNAUTHORIZED,
+            Unauthenticated.name,
+            "a valid admin bearer token is required",
             headers={"WWW-Authenticate": 'Bearer realm="brain-admin"'},
         )
-    try:
-        return await handler(request)
-    except BrainError as exc:
-        status = _STATUS_BY_ERROR.get(exc.wire_name, 409)
-        return _error(status, exc.wire_name, exc.message, exc.field)
+    return await handler(request)
 
 
 async def _read_json(request: web.Request) -> dict[str, object]:
@@ -455,7 +441,8 @@ def make_admin_app(
     config: Config, keys: KeyStore, database: Database | None = None
 ) -> web.Application:
     """The admin API over ``keys`` and (for the routes that need it) ``database``."""
-    app = web.Application(middlewares=[_guard], client_max_size=ADMIN_MAX_BODY)
+    # The JSON errors wrap the guard, so its 401 and every later error share one shape.
+    app = web.Application(middlewares=[json_errors, _guard], client_max_size=ADMIN_MAX_BODY)
     app[ADMIN] = AdminState(config, keys, database)
     app.router.add_post("/v1/keys", _create_key)
     app.router.add_get("/v1/keys", _list_keys)
