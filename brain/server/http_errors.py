@@ -33,6 +33,7 @@ from brain.errors import (
     Unavailable,
 )
 from brain.ids import new_id
+from brain.server.openapi import OPENAPI_PATH
 
 __all__ = [
     "BODY_TOO_LARGE",
@@ -131,7 +132,10 @@ def _http_error_response(request: web.Request, exc: web.HTTPException) -> web.Re
     """The JSON answer of an error aiohttp raised (routing, body size)."""
     status = exc.status
     if status == HTTPStatus.NOT_FOUND:
-        message = f"no route {request.method} {request.path} on this port"
+        message = (
+            f"no route {request.method} {request.path} on this port; "
+            f"GET {OPENAPI_PATH} lists every route"
+        )
     elif isinstance(exc, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(exc.allowed_methods))
         message = f"{request.path} does not take {request.method}; it takes {allowed}"
