@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Final, Literal
@@ -230,8 +230,3 @@ def openapi_document(port: Port) -> dict[str, object]:
         components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         document["security"] = [{"bearer": []}]
     return document
-
-
-def route_set(routes: Sequence[Route]) -> set[tuple[str, str]]:
-    """The (method, path) pairs of ``routes``."""
-    return {(route.method, route.path) for route in routes}
