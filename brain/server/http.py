@@ -3,7 +3,8 @@
 The public port needs no credentials and says nothing private: liveness,
 readiness and Prometheus metrics. Every admin route needs
 ``Authorization: Bearer <admin_token>`` and answers 401 without it; bodies are
-JSON both ways, and errors are JSON objects with the wire error's name.
+JSON both ways. Every error of either port is a JSON object with the wire error's
+name (:mod:`brain.server.http_errors`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -23,12 +25,15 @@ from aiohttp import web
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, list_snapshots
 from brain.engine.admin.transfer import EXPORT_FORMAT, Header, Row
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT
-from brain.errors import BrainError, InvalidArgument, NotFound, Unavailable
+from brain.errors import InvalidArgument, NotFound, Unauthenticated, Unavailable
 from brain.ids import new_id
+from brain.server import http_schemas as schemas
 from brain.server.backend import BackendStatus
 from brain.server.config import Config
+from brain.server.http_errors import error_response, json_errors
 from brain.server.keys import KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
+from brain.server.openapi import Answer, Param, Port, Route, error, install, openapi_route
 from brain.wire.messages.recall_ops import ExplainRequest
 from brain.wire.opcodes import Opcode
 
@@ -38,9 +43,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ADMIN",
     "ADMIN_MAX_BODY",
+    "ADMIN_PORT",
+    "ADMIN_ROUTES",
     "IMPORT_MAX_BODY",
     "IMPORT_MAX_ROWS",
     "PUBLIC",
+    "PUBLIC_PORT",
+    "PUBLIC_ROUTES",
     "AdminState",
     "PublicState",
     "make_admin_app",
@@ -53,21 +62,6 @@ ADMIN_MAX_BODY: Final = 1024 * 1024
 PROMETHEUS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_STATUS_BY_ERROR: Final = {
-    "INVALID_ARGUMENT": 400,
-    "NOT_FOUND": 404,
-    "PERMISSION_DENIED": 403,
-    "UNAVAILABLE": 503,
-}
-
-
-def _error(status: int, name: str, message: str, field: str | None = None) -> web.Response:
-    body: dict[str, object] = {"error": name, "message": message}
-    if field is not None:
-        body["field"] = field
-    return web.json_response(body, status=status)
-
 
 EXPORT_CHUNK_LINES: Final = 1000
 """Export lines read per trip to the worker thread: small enough to stream steadily."""
@@ -194,13 +188,67 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
+_UNAVAILABLE: Final = error(
+    HTTPStatus.SERVICE_UNAVAILABLE, "UNAVAILABLE: this server serves no database, or not now."
+)
+_BAD_INPUT: Final = error(
+    HTTPStatus.BAD_REQUEST, "INVALID_ARGUMENT: a body or parameter that does not read."
+)
+_BAD_BODY: Final = (
+    _BAD_INPUT,
+    error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "BODY_TOO_LARGE: a body over the route's limit."),
+)
+_NAMESPACE_QUERY: Final = Param("namespace", "The namespace.", schemas.NAMESPACE, required=True)
+
+_ROUTING: Final = (
+    "Every error is the Error schema, with Content-Type application/json: a path no "
+    "route has is 404 NOT_FOUND, a route asked with a method it does not take 405 "
+    "METHOD_NOT_ALLOWED with an Allow header (spec/06-operations.md §4)."
+)
+
+PUBLIC_TITLE: Final = "Brain public port"
+
+PUBLIC_ROUTES: Final = (
+    Route(
+        "GET",
+        "/healthz",
+        _healthz,
+        "Liveness: the process serves.",
+        (Answer(HTTPStatus.OK, "Serving.", schemas.HEALTHZ, "text/plain"),),
+    ),
+    Route(
+        "GET",
+        "/readyz",
+        _readyz,
+        "Readiness: recovery is done and writes are possible.",
+        (
+            Answer(HTTPStatus.OK, "Ready.", schemas.READY),
+            Answer(HTTPStatus.SERVICE_UNAVAILABLE, "Recovering, or read-only.", schemas.NOT_READY),
+        ),
+    ),
+    Route(
+        "GET",
+        "/metrics",
+        _metrics,
+        "Prometheus metrics (text exposition format 0.0.4; spec/06-operations.md §5).",
+        (Answer(HTTPStatus.OK, "Every metric.", schemas.TEXT, "text/plain"),),
+    ),
+    openapi_route(PUBLIC_TITLE),
+)
+"""Every route of the public port, and what each answers."""
+
+PUBLIC_PORT: Final = Port(
+    PUBLIC_TITLE,
+    "Health, readiness and metrics; no authentication, nothing private. " + _ROUTING,
+    PUBLIC_ROUTES,
+)
+
+
 def make_public_app(status: Callable[[], BackendStatus], metrics: ServerMetrics) -> web.Application:
-    """``/healthz``, ``/readyz`` (from ``status``) and ``/metrics``."""
-    app = web.Application()
+    """The public port's routes (:data:`PUBLIC_ROUTES`), readiness from ``status``."""
+    app = web.Application(middlewares=[json_errors])
     app[PUBLIC] = PublicState(status, metrics)
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
-    app.router.add_get("/metrics", _metrics)
+    install(app, PUBLIC_PORT)
     return app
 
 
@@ -239,7 +287,8 @@ ADMIN: Final = web.AppKey("admin", AdminState)
 
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """401 without the admin bearer token; a BrainError as its JSON error."""
+    """401 without the admin bearer token, before anything else: whatever the route,
+    known or not, a caller without the token learns nothing of it."""
     header = request.headers.get("Authorization", "")
     scheme, _, presented = header.partition(" ")
     if (
@@ -247,16 +296,13 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         or not presented
         or not await request.app[ADMIN].token_ok(presented.strip())
     ):
-        return web.json_response(
-            {"error": "UNAUTHENTICATED", "message": "a valid admin bearer token is required"},
-            status=401,
+        return error_response(
+            HTTPStatus.UNAUTHORIZED,
+            Unauthenticated.name,
+            "a valid admin bearer token is required",
             headers={"WWW-Authenticate": 'Bearer realm="brain-admin"'},
         )
-    try:
-        return await handler(request)
-    except BrainError as exc:
-        status = _STATUS_BY_ERROR.get(exc.wire_name, 409)
-        return _error(status, exc.wire_name, exc.message, exc.field)
+    return await handler(request)
 
 
 async def _read_json(request: web.Request) -> dict[str, object]:
@@ -451,25 +497,176 @@ async def _import_finish(request: web.Request) -> web.Response:
     )
 
 
+ADMIN_TITLE: Final = "Brain admin port"
+
+ADMIN_ROUTES: Final = (
+    Route(
+        "POST",
+        "/v1/keys",
+        _create_key,
+        "Mint an API key for a namespace.",
+        (Answer(HTTPStatus.CREATED, "The key, shown this once.", schemas.NEW_KEY), *_BAD_BODY),
+        body=schemas.KEY_REQUEST,
+    ),
+    Route(
+        "GET",
+        "/v1/keys",
+        _list_keys,
+        "Every key's record, never a secret.",
+        (Answer(HTTPStatus.OK, "The keys.", schemas.KEYS),),
+    ),
+    Route(
+        "DELETE",
+        "/v1/keys/{key_id}",
+        _delete_key,
+        "Revoke a key: it fails AUTH from then on, and its connections are refused.",
+        (
+            Answer(HTTPStatus.NO_CONTENT, "Revoked."),
+            error(HTTPStatus.NOT_FOUND, "NOT_FOUND: no key with that id."),
+        ),
+        params=(Param("key_id", "The key's id, 32 hex digits.", schemas.HEX, location="path"),),
+    ),
+    Route(
+        "GET",
+        "/v1/config",
+        _show_config,
+        "The effective configuration, secrets redacted.",
+        (Answer(HTTPStatus.OK, "The configuration by section.", schemas.CONFIG),),
+    ),
+    Route(
+        "POST",
+        "/v1/snapshots",
+        _create_snapshot,
+        "Write a snapshot bundle of the database and the key store while writes go on.",
+        (Answer(HTTPStatus.CREATED, "The bundle.", schemas.SNAPSHOT), _UNAVAILABLE),
+    ),
+    Route(
+        "GET",
+        "/v1/snapshots",
+        _show_snapshots,
+        "Every readable bundle in the data directory's snapshots/, oldest first.",
+        (Answer(HTTPStatus.OK, "The bundles.", schemas.SNAPSHOTS),),
+    ),
+    Route(
+        "GET",
+        "/v1/audit",
+        _show_audit,
+        "A namespace's audit entries and key changes, newest first.",
+        (Answer(HTTPStatus.OK, "The entries.", schemas.AUDIT), _BAD_INPUT, _UNAVAILABLE),
+        params=(
+            _NAMESPACE_QUERY,
+            Param("limit", f"Entries at most; default {DEFAULT_AUDIT_LIMIT}.", schemas.LIMIT),
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/explain",
+        _explain,
+        "EXPLAIN a recall: survivors per filter step, timings, coverage, ranked hits.",
+        (
+            Answer(HTTPStatus.OK, "The Explain object and the hits.", schemas.EXPLAIN_ANSWER),
+            *_BAD_BODY,
+            _UNAVAILABLE,
+        ),
+        body=schemas.EXPLAIN_REQUEST,
+    ),
+    Route(
+        "GET",
+        "/v1/stats",
+        _show_stats,
+        "Records per scope, progress, sizes and backlogs.",
+        (Answer(HTTPStatus.OK, "The figures.", schemas.STATS), _UNAVAILABLE),
+    ),
+    Route(
+        "GET",
+        "/v1/wal",
+        _show_wal,
+        "The write-ahead log's extent, progress and segments.",
+        (Answer(HTTPStatus.OK, "The log.", schemas.WAL), _UNAVAILABLE),
+    ),
+    Route(
+        "POST",
+        "/v1/purge",
+        _purge,
+        "Purge forgotten content now.",
+        (Answer(HTTPStatus.OK, "Documents purged.", schemas.PURGE), _UNAVAILABLE),
+    ),
+    Route(
+        "GET",
+        "/v1/export",
+        _export,
+        "A namespace's export, streamed from one snapshot (spec/06-operations.md §9).",
+        (
+            Answer(HTTPStatus.OK, "Header, rows, trailer.", schemas.TEXT, "application/x-ndjson"),
+            _BAD_INPUT,
+            error(HTTPStatus.NOT_FOUND, "NOT_FOUND: the database holds no row of it."),
+            _UNAVAILABLE,
+        ),
+        params=(_NAMESPACE_QUERY,),
+    ),
+    Route(
+        "POST",
+        "/v1/import",
+        _import_batch,
+        f"Import rows of an export: at most {IMPORT_MAX_ROWS} rows and "
+        f"{IMPORT_MAX_BODY} bytes of body.",
+        (
+            Answer(HTTPStatus.OK, "Where the import stands.", schemas.IMPORT_BATCH_ANSWER),
+            *_BAD_BODY,
+            error(HTTPStatus.CONFLICT, "CONFLICT: the space holds other records, or rows skipped."),
+            _UNAVAILABLE,
+        ),
+        body=schemas.IMPORT_BATCH,
+    ),
+    Route(
+        "GET",
+        "/v1/import",
+        _import_status,
+        "Where the import of an export stands.",
+        (
+            Answer(HTTPStatus.OK, "The next row to send.", schemas.IMPORT_STATUS),
+            _BAD_INPUT,
+            _UNAVAILABLE,
+        ),
+        params=(
+            _NAMESPACE_QUERY,
+            Param("export_id", "The export's id, in hex.", schemas.HEX, required=True),
+        ),
+    ),
+    Route(
+        "POST",
+        "/v1/import/finish",
+        _import_finish,
+        "Close an import once every row is in.",
+        (
+            Answer(HTTPStatus.OK, "Rows per table of every space.", schemas.IMPORT_FINISH_ANSWER),
+            *_BAD_BODY,
+            error(HTTPStatus.CONFLICT, "CONFLICT: rows are missing."),
+            _UNAVAILABLE,
+        ),
+        body=schemas.IMPORT_FINISH,
+    ),
+    openapi_route(ADMIN_TITLE),
+)
+"""Every route of the admin port, and what each answers."""
+
+ADMIN_PORT: Final = Port(
+    ADMIN_TITLE,
+    "Keys, configuration, snapshots, audit, statistics, purge, export and import. "
+    "Every route, this document's too, needs the admin bearer token, checked before "
+    "the route is looked at: without it any path is 401 UNAUTHENTICATED. " + _ROUTING,
+    ADMIN_ROUTES,
+    bearer=True,
+)
+
+
 def make_admin_app(
     config: Config, keys: KeyStore, database: Database | None = None
 ) -> web.Application:
-    """The admin API over ``keys`` and (for the routes that need it) ``database``."""
-    app = web.Application(middlewares=[_guard], client_max_size=ADMIN_MAX_BODY)
+    """The admin API (:data:`ADMIN_ROUTES`) over ``keys`` and, for the routes that
+    need it, ``database``."""
+    # The JSON errors wrap the guard, so its 401 and every later error share one shape.
+    app = web.Application(middlewares=[json_errors, _guard], client_max_size=ADMIN_MAX_BODY)
     app[ADMIN] = AdminState(config, keys, database)
-    app.router.add_post("/v1/keys", _create_key)
-    app.router.add_get("/v1/keys", _list_keys)
-    app.router.add_delete("/v1/keys/{key_id}", _delete_key)
-    app.router.add_get("/v1/config", _show_config)
-    app.router.add_post("/v1/snapshots", _create_snapshot)
-    app.router.add_get("/v1/snapshots", _show_snapshots)
-    app.router.add_get("/v1/audit", _show_audit)
-    app.router.add_post("/v1/explain", _explain)
-    app.router.add_get("/v1/stats", _show_stats)
-    app.router.add_get("/v1/wal", _show_wal)
-    app.router.add_post("/v1/purge", _purge)
-    app.router.add_get("/v1/export", _export)
-    app.router.add_post("/v1/import", _import_batch)
-    app.router.add_get("/v1/import", _import_status)
-    app.router.add_post("/v1/import/finish", _import_finish)
+    install(app, ADMIN_PORT)
     return app

@@ -1,24 +1,37 @@
 """Prometheus metrics of one server (served on the public port at ``/metrics``).
 
 Each server owns its registry rather than using the process-global one, so two
-servers in one process (tests) never share counters.
+servers in one process (tests) never share counters. The process's own figures
+(CPU, memory, file descriptors, start time) come from prometheus_client's
+standard process collector, which reads ``/proc/self``; ``brain_build_info``
+names the build.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import platform
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from brain import __version__
 from brain.engine.write.writer import MAX_BATCH
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
 
-__all__ = ["BATCH_SIZE_BUCKETS", "LATENCY_BUCKETS_S", "ServerMetrics"]
+__all__ = ["BATCH_SIZE_BUCKETS", "LATENCY_BUCKETS_S", "ServerMetrics", "build_labels"]
 
 LATENCY_BUCKETS_S: Final = (
     0.0001,
@@ -45,11 +58,28 @@ BATCH_SIZE_BUCKETS: Final = tuple(2**i for i in range(MAX_BATCH.bit_length()))
 how many clients one fsync serves, to the factor of two that matters."""
 
 
+def build_labels() -> Mapping[str, str]:
+    """The labels of ``brain_build_info``: what runs, as a dashboard groups servers by."""
+    return {
+        "version": __version__,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+    }
+
+
 class ServerMetrics:
     """The counters, gauges and histograms the server updates."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # process_cpu_seconds_total, process_resident_memory_bytes and the rest, read
+        # from /proc at every scrape (absent where there is no /proc).
+        ProcessCollector(registry=self.registry)
+        Info(
+            "brain_build",
+            "The build this server runs: its version and its Python's.",
+            registry=self.registry,
+        ).info(dict(build_labels()))
         self.requests = Counter(
             "brain_requests",
             "Requests answered, by opcode and outcome (ok or the error name).",

@@ -7,40 +7,22 @@ import os
 import stat
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import ServerProcess, start_server
-
-
-def _http(
-    method: str, url: str, body: Any = None, token: str | None = None
-) -> tuple[int, bytes, dict[str, str]]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read(), dict(response.headers)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, exc.read(), dict(exc.headers)
+from tests.integration.httpcall import http_call
 
 
 def _public(server: ServerProcess, path: str) -> tuple[int, bytes, dict[str, str]]:
-    return _http("GET", f"http://{server.host}:{server.public_port}{path}")
+    return http_call("GET", f"http://{server.host}:{server.public_port}{path}")
 
 
 def _admin(
     server: ServerProcess, method: str, path: str, body: Any = None, token: str | None = ""
 ) -> tuple[int, Any]:
     used = server.credentials["admin_token"] if token == "" else token
-    status, raw, _ = _http(method, f"http://127.0.0.1:{server.admin_port}{path}", body, used)
+    status, raw, _ = http_call(method, f"http://127.0.0.1:{server.admin_port}{path}", body, used)
     return status, json.loads(raw) if raw else None
 
 
