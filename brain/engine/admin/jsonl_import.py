@@ -19,6 +19,7 @@ time, so every later write is recorded after everything imported.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import defaultdict
@@ -396,6 +397,9 @@ def _review(reader: _Reader, number: int, line: dict[str, object], ctx: ReadCont
 def _memory(reader: _Reader, number: int, line: dict[str, object], ctx: ReadContext) -> None:
     memory_id = _record_id(line)
     row = _body(MEMORY, line, ctx, "mentions", "vector")
+    text = row.get("text")
+    if isinstance(text, str) and hashlib.sha256(text.encode("utf-8")).digest() != row["sha256"]:
+        raise FieldError("sha256", "is not the SHA-256 of the memory's text")
     key = reader.prefix + memory_id
     reader.put(number, tables.MEMORIES, key, cbor.encode(row))
     reader.space.memories[memory_id] = row
