@@ -58,6 +58,9 @@ float32 bytes, or as a list of numbers."""
 FLOAT32_BYTES: Final = 4
 """A vector value's width: float32."""
 
+FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
+"""The largest float32: a listed value beyond it has no float32 to read back as."""
+
 _TIME: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{9})Z")
 """The one time form a line may hold: every field, nine fraction digits, UTC."""
 
@@ -135,10 +138,9 @@ def vector_from_json(value: object, path: str, encoding: str) -> bytes:
         if not all(_is_number(v) and math.isfinite(float(v)) for v in value):
             raise FieldError(path, "must hold finite numbers only")
         values = [float(v) for v in value]
-        vector = np.array(values, dtype="<f4")
-        if not np.all(np.isfinite(vector)):
+        if any(abs(v) > FLOAT32_MAX for v in values):
             raise FieldError(path, "holds a number too large for float32")
-        return vector.tobytes()
+        return np.array(values, dtype="<f4").tobytes()
     if not isinstance(value, str):
         raise FieldError(path, f"must be base64 text (the header says vectors: {encoding})")
     try:
