@@ -63,7 +63,7 @@ from brain.engine.admin.transfer import Header, Row
 from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC
 from brain.engine.records.schema import schema_scope
 from brain.engine.store import tables
-from brain.engine.store.scope import Scope, namespace_id
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope, namespace_id
 from brain.errors import InvalidArgument
 
 __all__ = ["JsonlImport", "is_jsonl_header", "read_jsonl"]
@@ -92,13 +92,13 @@ class JsonlImport:
     @property
     def scopes(self) -> list[bytes]:
         """The spaces (scope prefixes) the rows belong to."""
-        return sorted({row.key[: 2 * ID_BYTES] for row in self.rows})
+        return sorted({row.key[:SCOPE_PREFIX_BYTES] for row in self.rows})
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Rows per space (scope prefix in hex) and table, as an import's finish counts."""
         found: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for row in self.rows:
-            found[row.key[: 2 * ID_BYTES].hex()][row.table.decode()] += 1
+            found[row.key[:SCOPE_PREFIX_BYTES].hex()][row.table.decode()] += 1
         return {scope: dict(n) for scope, n in found.items()}
 
 
@@ -115,13 +115,28 @@ def _refuse(number: int, message: str, field: str | None = None) -> InvalidArgum
     return InvalidArgument(f"line {number}: {message}", field=field)
 
 
+class _RepeatedKey(ValueError):
+    """A JSON object naming one key twice: which value a reader takes is anyone's guess."""
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKey(key)
+        found[key] = value
+    return found
+
+
 def _object(raw: bytes, number: int) -> dict[str, object]:
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_repeats)
     except UnicodeDecodeError as exc:
         raise _refuse(number, f"is not UTF-8 ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise _refuse(number, f"is not JSON ({exc.msg} at column {exc.colno})") from None
+    except _RepeatedKey as exc:
+        raise _refuse(number, f"{exc}: the field is given twice", str(exc)) from None
     if not isinstance(value, dict):
         raise _refuse(number, "is not a JSON object")
     return value

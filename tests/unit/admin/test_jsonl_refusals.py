@@ -173,3 +173,10 @@ def test_a_line_that_is_not_json_is_refused_with_its_number() -> None:
     raw[3] = raw[3][:40]
     message = _refused(b"".join(line + b"\n" for line in raw))
     assert message.startswith("line 4:") and "not JSON" in message
+
+
+def test_a_field_given_twice_in_a_line_is_refused() -> None:
+    raw = GOLDEN.read_bytes().splitlines()
+    raw[2] = raw[2].replace(b'"name":"Dan"', b'"name":"Dan","name":"Dan"')
+    message = _refused(b"".join(line + b"\n" for line in raw))
+    assert message.startswith("line 3:") and "name: the field is given twice" in message
