@@ -26,6 +26,7 @@ from typing import Final
 import lmdb
 
 from brain.engine.admin.import_marks import EXPORTED
+from brain.engine.admin.jsonl_codecs import Fields, ShowContext, show_vector
 from brain.engine.admin.jsonl_fields import (
     AUDIT,
     ENTITY,
@@ -38,9 +39,6 @@ from brain.engine.admin.jsonl_fields import (
     SCHEMA,
     STATEMENT,
     STATEMENT_STATE,
-    Fields,
-    ShowContext,
-    show_vector,
 )
 from brain.engine.admin.jsonl_format import (
     HEADER,

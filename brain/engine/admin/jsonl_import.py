@@ -29,24 +29,26 @@ from typing import Final
 
 from brain import cbor
 from brain.engine.admin.import_marks import EXPORTED
+from brain.engine.admin.jsonl_codecs import (
+    ID_BYTES,
+    RECORD_TIME,
+    SHA256_BYTES,
+    Fields,
+    ReadContext,
+    read_vector,
+)
 from brain.engine.admin.jsonl_fields import (
     AUDIT,
     ENTITY,
-    ID_BYTES,
     MEMORY,
     MENTIONS,
     MERGE,
-    RECORD_TIME,
     RELATION,
     RELATION_STATE,
     REVIEW,
     SCHEMA,
-    SHA256_BYTES,
     STATEMENT,
     STATEMENT_STATE,
-    Fields,
-    ReadContext,
-    read_vector,
 )
 from brain.engine.admin.jsonl_format import (
     HEADER,

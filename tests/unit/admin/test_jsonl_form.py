@@ -18,6 +18,7 @@ import pytest
 import brain
 from brain.engine.admin import jsonl_fields
 from brain.engine.admin.import_marks import EXPORTED
+from brain.engine.admin.jsonl_codecs import Fields
 from brain.engine.admin.jsonl_format import LINE_TABLES, LINE_TYPES, REBUILT_TABLES
 from brain.engine.admin.jsonl_import import read_jsonl
 from brain.engine.admin.jsonl_values import time_from_json
@@ -166,7 +167,7 @@ def _spec_fields() -> dict[str, set[str]]:
     return found
 
 
-def _declared(shape: jsonl_fields.Fields, prefix: str = "") -> set[str]:
+def _declared(shape: Fields, prefix: str = "") -> set[str]:
     return {f"{prefix}{f.name}" for f in shape.fields}
 
 
