@@ -7,7 +7,15 @@ or ``BRAIN_ADMIN_TOKEN``, or the ``admin_token`` of the data directory's
 
 An export streams into ``FILE.partial`` and takes the name ``--out`` gives only
 once its trailer has arrived and counts its rows, so a failed export leaves no
-file behind; a namespace the server holds nothing of is an error.
+file behind; a namespace the server holds nothing of is an error. It is the
+exact form by default (stored rows in hex, for another Brain server), or with
+``--format jsonl`` the readable one (a record a line, for jq, diff and other
+tools; ``--vectors`` adds the vectors), whose trailer's checksum is verified too.
+
+An import reads either form (``--format`` says which, or the header tells). A
+JSONL file is checked and turned into the rows of its records and their rebuilt
+indexes here (:func:`brain.engine.admin.jsonl_import.read_jsonl`), which then go
+through the same requests as an exact file's.
 
 An import checks the whole file first (header, every row, the trailer's count,
 no row too large for one request), asks the server where an earlier run of the
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -67,6 +76,13 @@ SCOPE_HEX_CHARS: Final = 64
 ROW_SEPARATOR: Final = ", "
 """Between two rows of a request's ``rows`` array."""
 
+EXPORT_FORMATS: Final = ("exact", "jsonl")
+"""The forms ``brain export`` writes: stored rows in hex, or readable records."""
+
+VECTOR_CHOICES: Final = ("none", "base64", "list")
+"""How a JSONL export writes vectors: not at all (an import embeds again), as base64
+of their float32 bytes, or as lists of numbers."""
+
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
@@ -87,6 +103,19 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_admin(export)
     export.add_argument("--namespace", default="default", help="namespace (default: default)")
     export.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    export.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="exact",
+        help="exact: stored rows in hex, for another Brain server (default); jsonl: one "
+        "readable JSON record a line (spec/06-operations.md §9.2)",
+    )
+    export.add_argument(
+        "--vectors",
+        choices=VECTOR_CHOICES,
+        help="with --format jsonl: write each document's vector as base64 or as a list "
+        "(default none: an import embeds the texts again)",
+    )
     imported = commands.add_parser(
         "import",
         help="import an export into empty spaces",
@@ -95,6 +124,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _add_admin(imported)
     imported.add_argument("file", type=Path, metavar="FILE.jsonl", help="the export to import")
+    imported.add_argument(
+        "--format",
+        choices=("auto", *EXPORT_FORMATS),
+        default="auto",
+        help="the file's form: exact or jsonl (default auto: its header says)",
+    )
 
 
 def _add_admin(parser: argparse.ArgumentParser) -> None:
@@ -169,19 +204,26 @@ def _json_answer(
 def run_export(args: argparse.Namespace) -> int:
     """``brain export``."""
     console = Console(stderr=True, quiet=args.quiet)
+    path = f"/v1/export?namespace={quote(args.namespace)}"
+    if args.format == "jsonl":
+        path += f"&format=jsonl&vectors={args.vectors or 'none'}"
+    elif args.vectors is not None:
+        raise TransferError("--vectors applies to --format jsonl only")
     # A refusal (an unknown namespace is NOT_FOUND) comes before any file is made.
-    response = _request(args, "GET", f"/v1/export?namespace={quote(args.namespace)}")
+    response = _request(args, "GET", path)
+    copy = _write_jsonl if args.format == "jsonl" else _write_export
     if args.out is None:
-        rows = _write_export(response, sys.stdout, console)
+        rows = copy(response, sys.stdout, console)
     else:
         partial = args.out.with_name(args.out.name + ".partial")
         try:
             with partial.open("w", encoding="utf-8") as out:
-                rows = _write_export(response, out, console)
+                rows = copy(response, out, console)
             os.replace(partial, args.out)
         finally:
             partial.unlink(missing_ok=True)
-    console.print(f"exported {rows} rows of namespace {args.namespace!r}")
+    what = "records" if args.format == "jsonl" else "rows"
+    console.print(f"exported {rows} {what} of namespace {args.namespace!r}")
     return EXIT_OK
 
 
@@ -208,6 +250,37 @@ def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
     return rows
 
 
+def _write_jsonl(response: IO[bytes], out: IO[str], console: Console) -> int:
+    """Copy a JSONL export's lines to ``out``; the records counted, once the trailer
+    agrees with them and its checksum with every byte before it."""
+    records = 0
+    trailer: dict[str, object] | None = None
+    digest = hashlib.sha256()
+    try:
+        with response, console.status("exporting…") as status:
+            for raw in response:
+                line = raw.decode("utf-8")
+                out.write(line)
+                parsed = json.loads(line)
+                if trailer is not None:
+                    trailer = {}  # a line after the trailer: the answer is not an export
+                elif parsed.get("type") == "trailer":
+                    trailer = parsed
+                    continue
+                digest.update(raw)
+                if parsed.get("type") != "header":
+                    records += 1
+                    if records % 1000 == 0:
+                        status.update(f"exporting… {records} records")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise TransferError(f"the export stopped before its end ({exc}); run it again") from None
+    if trailer is None or trailer.get("lines") != records:
+        raise TransferError("the export stopped before its end; run it again")
+    if trailer.get("sha256") != digest.hexdigest():
+        raise TransferError("the export arrived damaged (its checksum differs); run it again")
+    return records
+
+
 @dataclass(frozen=True, slots=True)
 class ExportFile:
     """An export file, checked whole: what an import sends and verifies."""
@@ -225,12 +298,23 @@ class ExportFile:
         return len(self.lines)
 
 
-def read_export(path: Path) -> ExportFile:
-    """The export at ``path``, checked whole before anything is sent."""
+def read_export(path: Path, form: str = "auto") -> ExportFile:
+    """The export at ``path`` in either form (``auto``: as its first line says),
+    checked whole before anything is sent."""
     try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        data = path.read_bytes()
     except OSError as exc:
         raise TransferError(f"cannot read {path}: {exc}") from None
+    found = "jsonl" if _first_line_is_jsonl(data) else "exact"
+    if form not in ("auto", found):
+        raise TransferError(f"{path} is a {found} export, not {form} (see --format)")
+    if found == "jsonl":
+        return _read_jsonl(path, data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TransferError(f"{path} is not UTF-8 text: {exc}") from None
+    lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line]
     try:
         parsed = [json.loads(line) for line in lines]
@@ -252,6 +336,41 @@ def read_export(path: Path) -> ExportFile:
             raise TransferError(f"{path} line {number} is not a row of an export")
         counts[key[:SCOPE_HEX_CHARS]][table] += 1
     return ExportFile(header, trailer, lines[1:-1], {scope: dict(n) for scope, n in counts.items()})
+
+
+def _first_line_is_jsonl(data: bytes) -> bool:
+    from brain.engine.admin.jsonl_import import is_jsonl_header
+
+    try:
+        return is_jsonl_header(json.loads(data.split(b"\n", 1)[0]))
+    except ValueError:
+        return False
+
+
+def _read_jsonl(path: Path, data: bytes) -> ExportFile:
+    """A JSONL export as the rows an import sends: its records' and their indexes'."""
+    from brain.engine.admin.jsonl_import import read_jsonl
+    from brain.engine.admin.transfer import EXPORT_FORMAT
+    from brain.errors import InvalidArgument
+
+    try:
+        read = read_jsonl(data)
+    except InvalidArgument as exc:
+        raise TransferError(f"{path}: {exc}") from None
+    head = read.header
+    header: dict[str, object] = {
+        "format": EXPORT_FORMAT,
+        "namespace": head.namespace,
+        "export_id": head.export_id.hex(),
+        "clock": head.clock,
+    }
+    lines = [
+        json.dumps({"table": row.table.decode(), "key": row.key.hex(), "value": row.value.hex()})
+        for row in read.rows
+    ]
+    scopes = [prefix.hex() for prefix in read.scopes]
+    trailer: dict[str, object] = {"end": True, "rows": len(lines), "scopes": scopes}
+    return ExportFile(header, trailer, lines, read.counts())
 
 
 def _envelope(header: dict[str, object], start: int) -> tuple[bytes, bytes]:
@@ -313,7 +432,7 @@ def run_import(args: argparse.Namespace) -> int:
     from brain.engine.admin.import_marks import count_mismatches
     from brain.server.http import IMPORT_MAX_BODY, IMPORT_MAX_ROWS
 
-    export = read_export(args.file)
+    export = read_export(args.file, args.format)
     header, total = export.header, export.total
     head, tail = _envelope(header, total)  # the widest start: the largest envelope
     sizes = [len(line.encode()) for line in export.lines]

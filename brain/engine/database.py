@@ -28,6 +28,7 @@ import lmdb
 from brain.embed import DEFAULT_KIND, Embedder, load_embedder
 from brain.embed.batching import BatchingEmbedder
 from brain.embed.process import ProcessEmbedder
+from brain.engine.admin.jsonl_export import jsonl_lines
 from brain.engine.admin.purge import Purger
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
 from brain.engine.admin.statistics import (
@@ -348,6 +349,15 @@ class Database:
         line) when the database holds no row of the namespace."""
         self._check_open()
         return export_lines(self._store, namespace)
+
+    def export_jsonl(self, namespace: str, *, vectors: str = "none") -> Iterator[str]:
+        """The JSONL export of ``namespace`` (:mod:`brain.engine.admin.jsonl_export`),
+        line by line without newlines: readable records, vectors as ``vectors`` says
+        (``none``, ``base64`` or ``list``); NOT_FOUND (from the first line) when the
+        database holds no row of the namespace. :func:`brain.engine.admin.jsonl_import.read_jsonl`
+        turns a file of it into the rows :meth:`import_rows` takes."""
+        self._check_open()
+        return jsonl_lines(self._store, namespace, vectors=vectors)
 
     def import_rows(self, header: Header, rows: list[Row], start: int | None = None) -> ImportBatch:
         """Write one batch of an export's rows, ``rows[0]`` being row ``start`` of the

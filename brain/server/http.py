@@ -14,7 +14,7 @@ import hmac
 import json
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -78,9 +78,9 @@ its text; an export doubles each row in hex. It is also the WAL's largest
 record (``MAX_PAYLOAD``), which the batch becomes."""
 
 
-def _take(lines: Iterator[dict[str, object]], count: int) -> list[dict[str, object]]:
+def _take(lines: Iterator[str], count: int) -> list[str]:
     """Up to ``count`` more lines of an export (fewer at its end)."""
-    chunk: list[dict[str, object]] = []
+    chunk: list[str] = []
     for line in lines:
         chunk.append(line)
         if len(chunk) == count:
@@ -428,12 +428,27 @@ async def _purge(request: web.Request) -> web.Response:
     return web.json_response({"purged": await asyncio.to_thread(request.app[ADMIN].served().purge)})
 
 
-async def _export(request: web.Request) -> web.StreamResponse:
-    db = request.app[ADMIN].served()
-    namespace = request.query.get("namespace", "")
+EXPORT_FORMATS: Final = ("exact", "jsonl")
+"""``format`` of ``GET /v1/export``: stored rows in hex (the default), or readable records."""
+
+
+def _export_lines(db: Database, query: Mapping[str, str]) -> Iterator[str]:
+    """The lines ``GET /v1/export`` asks for, each without its newline."""
+    namespace = query.get("namespace", "")
     if not namespace:
         raise InvalidArgument("namespace is required", field="namespace")
-    lines = db.export(namespace)
+    form = query.get("format", "exact")
+    if form not in EXPORT_FORMATS:
+        raise InvalidArgument(f"format must be exact or jsonl, not {form!r}", field="format")
+    if form == "jsonl":
+        return db.export_jsonl(namespace, vectors=query.get("vectors", "none"))
+    if "vectors" in query:
+        raise InvalidArgument("vectors applies to format=jsonl only", field="vectors")
+    return (json.dumps(line) for line in db.export(namespace))
+
+
+async def _export(request: web.Request) -> web.StreamResponse:
+    lines = _export_lines(request.app[ADMIN].served(), request.query)
     # Rows are read in one snapshot on a worker thread, a chunk at a time. The first
     # chunk is read before the answer starts, so an unknown namespace is a 404.
     chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)
@@ -441,7 +456,7 @@ async def _export(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     while True:
         if chunk:
-            await response.write("".join(json.dumps(line) + "\n" for line in chunk).encode())
+            await response.write("".join(line + "\n" for line in chunk).encode())
         if len(chunk) < EXPORT_CHUNK_LINES:
             break
         chunk = await asyncio.to_thread(_take, lines, EXPORT_CHUNK_LINES)

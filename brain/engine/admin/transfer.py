@@ -1,5 +1,9 @@
 """Export and import: a namespace's stored rows, moved exactly (`brain export`, `brain import`).
 
+This is the exact form; the readable JSONL form is written by
+:mod:`brain.engine.admin.jsonl_export` and read back into rows for the same
+import path by :mod:`brain.engine.admin.jsonl_import` (``spec/06-operations.md`` §9).
+
 An export is JSON Lines: a header, then one line per stored row of the
 namespace, ``{"table", "key", "value"}`` with key and value in hex, exactly as
 stored, then a trailer with the row count and the scopes seen, so a cut file is

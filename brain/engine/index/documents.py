@@ -21,6 +21,7 @@ instant, searches that current text (spec/04 §1).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Final
 
 import lmdb
@@ -37,9 +38,11 @@ __all__ = [
     "DOC_KEY_BYTES",
     "MEMORY_DOC",
     "STATEMENT_DOC",
+    "NameOf",
     "document_text",
     "memory_text",
     "statement_text",
+    "statement_words",
 ]
 
 STATEMENT_DOC: Final = b"s"
@@ -48,6 +51,9 @@ MEMORY_DOC: Final = b"m"
 """The tag of a memory's document key."""
 DOC_KEY_BYTES: Final = 17
 """A tag byte and a 16-byte record id."""
+
+NameOf = Callable[[bytes], str]
+"""The name a subject key answers as, for a statement's text ("" when it has none)."""
 
 
 def _entity_name(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> str:
@@ -67,11 +73,11 @@ def _iso(nanos: int) -> str:
     return moment.date().isoformat() if moment.time() == datetime.time() else moment.isoformat()
 
 
-def _object_text(store: Store, txn: lmdb.Transaction, scope: Scope, value: object) -> str:
+def _object_text(name_of: NameOf, value: object) -> str:
     if not isinstance(value, dict):
         return ""
     if isinstance(value.get("entity"), bytes):
-        return _entity_name(store, txn, scope, ENTITY_TAG + value["entity"])
+        return name_of(ENTITY_TAG + value["entity"])
     if isinstance(value.get("text"), str):
         return str(value["text"])
     if isinstance(value.get("bool"), bool):
@@ -95,11 +101,25 @@ def statement_text(
     """The indexed text of a statement's content row. ``subject_name`` gives the name
     of a subject the store does not hold yet (an entity or a pending name the same
     write creates)."""
+
+    def name_of(key: bytes) -> str:
+        return _entity_name(store, txn, scope, key)
+
+    return statement_words(content, name_of, subject_name)
+
+
+def statement_words(
+    content: dict[str, object], name_of: NameOf, subject_name: str | None = None
+) -> str:
+    """:func:`statement_text` with the names looked up by ``name_of``: the name a
+    subject key answers as (the entity it answers as, a waiting name's text, or
+    nothing). An import rebuilding the lexical index from an export's records
+    names them from the file (:mod:`brain.engine.admin.jsonl_rebuild`)."""
     subject = content.get("subject")
     if subject_name is None and isinstance(subject, bytes):
-        subject_name = _entity_name(store, txn, scope, subject)
+        subject_name = name_of(subject)
     predicate = str(content.get("predicate", "")).replace("_", " ")
-    parts = (subject_name or "", predicate, _object_text(store, txn, scope, content.get("object")))
+    parts = (subject_name or "", predicate, _object_text(name_of, content.get("object")))
     return " ".join(p for p in parts if p)
 
 

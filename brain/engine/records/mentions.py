@@ -67,6 +67,7 @@ __all__ = [
     "name_digest",
     "name_frequency",
     "name_hash",
+    "name_index_changes",
     "plan_mentions",
 ]
 
@@ -178,12 +179,30 @@ def plan_mentions(
         "mentions": mentions,
     }
     changes: list[Change] = [Put(MENTIONS, scope.key(memory_id), cbor.encode(row))]
-    for hashed in normals.values():
+    return changes + _name_index(scope, memory_id, list(normals.values())) + audits
+
+
+def name_index_changes(scope: Scope, memory_id: bytes, row: dict[str, object]) -> list[Change]:
+    """The ``mention_by_name`` entries and ``mention_stats`` counts (as adds) of a memory
+    whose mention row is ``row``: one per distinct normalised name while the row keeps
+    its names, none once a hard forget dropped them. An import rebuilds the name index
+    from an export's records with it (:mod:`brain.engine.admin.jsonl_rebuild`)."""
+    if "mentions" not in row:
+        return []
+    hashes = {name_hash(normalise_name(name)): None for name, *_ in _stored(row["mentions"])}
+    return _name_index(scope, memory_id, list(hashes))
+
+
+def _name_index(scope: Scope, memory_id: bytes, hashes: list[bytes]) -> list[Change]:
+    """The name index entries of a memory mentioning the names hashed as ``hashes``
+    (distinct), and their counts."""
+    changes: list[Change] = []
+    for hashed in hashes:
         changes.append(Put(MENTION_BY_NAME, scope.key(hashed, memory_id), b""))
         changes.append(Add(MENTION_STATS, scope.key(_DF, hashed), 1))
-    if normals:
+    if hashes:
         changes.append(Add(MENTION_STATS, scope.key(_MENTIONED), 1))
-    return changes + audits
+    return changes
 
 
 def forget_mentions(

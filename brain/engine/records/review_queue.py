@@ -16,7 +16,7 @@ from brain.engine.store.tables import REVIEWS, REVIEWS_OPEN
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.writer import PlanContext
 
-__all__ = ["queue_review", "review_row"]
+__all__ = ["open_key", "queue_review", "review_row"]
 
 
 def review_row(
@@ -29,6 +29,11 @@ def review_row(
     row = cbor.decode_stored(bytes(raw))
     assert isinstance(row, dict)
     return {str(k): v for k, v in row.items()}
+
+
+def open_key(scope: Scope, created_at: int, review_id: bytes) -> bytes:
+    """The ``reviews_open`` key of an open item created at ``created_at``."""
+    return scope.key(created_at.to_bytes(8, "big"), review_id)
 
 
 def queue_review(
@@ -50,5 +55,5 @@ def queue_review(
     }
     return review_id, [
         Put(REVIEWS, scope.key(review_id), cbor.encode(row)),
-        Put(REVIEWS_OPEN, scope.key(ctx.record_time.to_bytes(8, "big"), review_id), b""),
+        Put(REVIEWS_OPEN, open_key(scope, ctx.record_time, review_id), b""),
     ]

@@ -50,7 +50,7 @@ from brain.engine.records.entity_rows import (
 )
 from brain.engine.records.refs import PENDING_TAG, absorb, pending_name_key
 from brain.engine.records.relation_rows import edges_of
-from brain.engine.records.review_queue import review_row
+from brain.engine.records.review_queue import open_key, review_row
 from brain.engine.records.statement_reads import scan_ids
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
@@ -162,7 +162,7 @@ def plan_review_decide(
     assert isinstance(created, int)
     changes += [
         Put(REVIEWS, scope.key(request.review_id), cbor.encode(decided)),
-        Delete(REVIEWS_OPEN, scope.key(created.to_bytes(8, "big"), request.review_id)),
+        Delete(REVIEWS_OPEN, open_key(scope, created, request.review_id)),
         audit_entry(ctx, scope, f"review_{request.decision}", [request.review_id, *audited]),
     ]
     return changes, ReviewDecided(lsn=ctx.lsn)

@@ -89,6 +89,7 @@ from brain.wire.messages.values import EntityValue, MemoryValue, StatementValue
 
 __all__ = [
     "get_loaded",
+    "index_rows",
     "plan_create",
     "plan_retract",
     "plan_supersede",
@@ -243,20 +244,36 @@ def _content(
 
 def _insert(scope: Scope, statement_id: bytes, row: dict[str, object]) -> list[Change]:
     """The rows and index entries of a new statement."""
-    subject, predicate = row["subject"], row["predicate"]
-    assert isinstance(subject, bytes) and isinstance(predicate, str)
+    changes: list[Change] = [Put(STATEMENTS, scope.key(statement_id), cbor.encode(row))]
+    return changes + index_rows(scope, statement_id, row, current=True)
+
+
+def index_rows(
+    scope: Scope, statement_id: bytes, row: dict[str, object], *, current: bool
+) -> list[Change]:
+    """The index entries a statement whose content row is ``row`` has while it stands:
+    those of a new statement, less ``statement_current`` when it is no longer
+    ``current``, and only the record-order and chain entries for a retracted husk
+    (:func:`retract_changes` deletes the rest). A new statement's write puts them, and
+    an import rebuilds them from an export's records (:mod:`brain.engine.admin.jsonl_rebuild`)."""
     recorded, version, root = row["recorded_at"], row["version"], row["chain_root"]
     assert isinstance(recorded, int) and isinstance(version, int) and isinstance(root, bytes)
+    by_time = Put(STATEMENT_BY_TIME, scope.key(_u64(recorded), statement_id), b"")
+    chain = Put(STATEMENT_CHAIN, scope.key(root, _u64(version)), statement_id)
+    if "subject" not in row:
+        return [by_time, chain]
+    subject, predicate = row["subject"], row["predicate"]
+    assert isinstance(subject, bytes) and isinstance(predicate, str)
     ph = predicate_hash(predicate)
     by_subject = scope.key(subject, ph, _u64(recorded), statement_id)
     changes: list[Change] = [
-        Put(STATEMENTS, scope.key(statement_id), cbor.encode(row)),
         Put(STATEMENT_BY_SUBJECT, by_subject, b""),
         Put(STATEMENT_BY_SUBJECT_TIME, subject_time_key(by_subject), b""),
-        Put(STATEMENT_BY_TIME, scope.key(_u64(recorded), statement_id), b""),
-        Put(STATEMENT_CURRENT, scope.key(subject, ph, statement_id), b""),
-        Put(STATEMENT_CHAIN, scope.key(root, _u64(version)), statement_id),
+        by_time,
     ]
+    if current:
+        changes.append(Put(STATEMENT_CURRENT, scope.key(subject, ph, statement_id), b""))
+    changes.append(chain)
     changes += [
         Put(STATEMENT_BY_EVIDENCE, scope.key(memory_id, statement_id), b"")
         for memory_id in _evidence_ids(row)
