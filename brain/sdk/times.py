@@ -1,4 +1,4 @@
-"""Times as the facade takes and gives them (spec/03-time.md §11).
+"""Times as the facade takes and gives them (spec/01-wire.md §10).
 
 The wire carries every time as signed nanoseconds since the Unix epoch, UTC.
 People write times as datetimes, dates and ISO 8601 text, and an integer of

@@ -1,4 +1,4 @@
-"""Time arguments and ``Instant`` (spec/01-wire.md §10.2): every form converts to the
+"""Time arguments and ``Instant`` (spec/01-wire.md §10): every form converts to the
 nanoseconds it means, an instant round-trips exactly, and the ambiguous forms are
 refused by name."""
 
