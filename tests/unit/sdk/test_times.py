@@ -9,7 +9,7 @@ import datetime
 import pickle
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brain.errors import InvalidArgument
@@ -22,6 +22,9 @@ offsets = st.integers(-23 * 60, 23 * 60).map(
 )
 
 
+# No deadline: these are properties of exactness, and on a loaded machine the first
+# example (importing pickle's and copy's machinery) can take longer than 200 ms.
+@settings(deadline=None)
 @given(nanos)
 def test_an_instant_keeps_its_nanoseconds_through_every_form(n: int) -> None:
     instant = Instant(n)
@@ -39,6 +42,7 @@ def test_an_instant_keeps_its_nanoseconds_through_every_form(n: int) -> None:
         )
 
 
+@settings(deadline=None)
 @given(
     st.datetimes(
         min_value=datetime.datetime(1678, 1, 1), max_value=datetime.datetime(2261, 12, 31)
