@@ -30,9 +30,9 @@ from collections.abc import Generator, Sequence
 from types import TracebackType
 from typing import Final, Self
 
-from brain import __version__
 from brain.client.base import HandshakeInfo
 from brain.errors import BrainError, ConnectionClosed, RequestTimeout
+from brain.version import __version__
 from brain.wire.client_session import STREAMING_OPCODES, ClientSession, Reply
 from brain.wire.messages.control import Ping, Pong
 from brain.wire.opcodes import Opcode

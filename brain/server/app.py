@@ -18,7 +18,6 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from brain import __version__
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.write.activity import Activity
 from brain.engine.write.pacing import Pacing
@@ -34,6 +33,7 @@ from brain.server.http import make_admin_app, make_public_app
 from brain.server.keys import KeyStore
 from brain.server.metrics import ServerMetrics
 from brain.server.signals import watch_stop_signals
+from brain.version import __version__
 from brain.wire.session import ServerSession, encode_error_frame
 
 __all__ = ["SERVER_NAME", "Server", "run_server"]

@@ -25,11 +25,11 @@ OVERVIEW: Final = PACKAGE.parent / "spec" / "00-overview.md"
 LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("cli", ("brain.cli", "brain.__main__")),
     ("server", ("brain.server",)),
+    ("sdk", ("brain.__init__", "brain.sdk")),
     ("client", ("brain.client",)),
     (
         "engine",
         (
-            "brain.__init__",
             "brain.engine.__init__",
             "brain.engine.database",
             "brain.engine.dispatch",
@@ -49,7 +49,14 @@ LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("wire", ("brain.wire",)),
     (
         "ground",
-        ("brain.cbor", "brain.cbor_fast", "brain.cbor_reference", "brain.errors", "brain.ids"),
+        (
+            "brain.cbor",
+            "brain.cbor_fast",
+            "brain.cbor_reference",
+            "brain.errors",
+            "brain.ids",
+            "brain.version",
+        ),
     ),
 )
 """Each layer's name and the modules it holds (an entry holds itself and, for a

@@ -1,0 +1,27 @@
+"""The facade: ``Brain`` (blocking) over a server or an embedded database.
+
+``from brain import Brain`` is the same class. The modules are named for what
+they hold: :mod:`~brain.sdk.times` (what time arguments take, :class:`Instant`),
+:mod:`~brain.sdk.results` (what methods return), :mod:`~brain.sdk.transport`
+(the seam between the facade and a database), :mod:`~brain.sdk.retry` (when a
+request is sent again), :mod:`~brain.sdk.requests` (arguments to wire requests),
+:mod:`~brain.sdk.calls` (the escape hatch's opcode table), :mod:`~brain.sdk.sync`.
+"""
+
+from __future__ import annotations
+
+from brain.sdk.results import RecordId
+from brain.sdk.sync import Brain
+from brain.sdk.times import Instant, TimeLike, to_nanos
+from brain.sdk.transport import EmbeddedTransport, Transport, WireTransport
+
+__all__ = [
+    "Brain",
+    "EmbeddedTransport",
+    "Instant",
+    "RecordId",
+    "TimeLike",
+    "Transport",
+    "WireTransport",
+    "to_nanos",
+]
