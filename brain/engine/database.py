@@ -168,7 +168,12 @@ class Database:
             retention = opts.idempotency_retention_ns
 
             def housekeeping() -> None:
-                idempotency.sweep(store, older_than=clock.now() - retention)
+                now = clock.now()
+                idempotency.sweep(
+                    store,
+                    older_than=now - retention,
+                    marks_older_than=now - retention - idempotency.MARK_SPAN_NS,
+                )
 
             wake: list[Callable[[object], None]] = []
 

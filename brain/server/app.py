@@ -125,6 +125,7 @@ class Server:
                 model_dir=self.config.retrieval.model_path,
                 index_wait_s=self.config.retrieval.index_wait_s,
                 max_embed_backlog=self.config.retrieval.max_embed_backlog,
+                idempotency_retention_ns=self.config.server.idempotency_retention_ns,
             )
             database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)

@@ -22,6 +22,7 @@ from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor, extractors_named
 from brain.engine.write.tuning import (
     AMBIGUITY_MARGIN,
     DEFAULT_INDEX_WAIT_S,
+    DEFAULT_RETENTION_NS,
     FUZZY_THRESHOLD,
     MAX_EMBED_BACKLOG,
     Resolution,
@@ -82,6 +83,13 @@ class ServerConfig:
     max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     subscriber_stall_s: float = DEFAULT_SUBSCRIBER_STALL_S
+    idempotency_retention_s: float = DEFAULT_RETENTION_NS / 1e9
+    """How long a write's answer is kept for a retry with its request_id."""
+
+    @property
+    def idempotency_retention_ns(self) -> int:
+        """:attr:`idempotency_retention_s` in the engine's nanoseconds."""
+        return round(self.idempotency_retention_s * 1e9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +276,20 @@ def load_config(
 
 
 def _validate(config: Config) -> None:
-    server = config.server
+    _validate_server(config.server)
+    _validate_entities(config.entities)
+    if config.retrieval.embedder not in EMBEDDER_KINDS:
+        kinds = ", ".join(EMBEDDER_KINDS)
+        raise ConfigError(f"retrieval.embedder must be one of {kinds}")
+    if config.retrieval.index_wait_s < 0:
+        raise ConfigError("retrieval.index_wait_s must not be negative")
+    if config.retrieval.max_embed_backlog < 1:
+        raise ConfigError("retrieval.max_embed_backlog must be at least 1")
+    if config.log.level not in _LOG_LEVELS:
+        raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")
+
+
+def _validate_server(server: ServerConfig) -> None:
     for key in ("port", "public_port", "admin_port"):
         port = getattr(server, key)
         if not 0 <= port <= 0xFFFF:
@@ -284,16 +305,9 @@ def _validate(config: Config) -> None:
         raise ConfigError("server.idle_timeout_s must be positive")
     if not server.data_dir:
         raise ConfigError("server.data_dir must not be empty")
-    _validate_entities(config.entities)
-    if config.retrieval.embedder not in EMBEDDER_KINDS:
-        kinds = ", ".join(EMBEDDER_KINDS)
-        raise ConfigError(f"retrieval.embedder must be one of {kinds}")
-    if config.retrieval.index_wait_s < 0:
-        raise ConfigError("retrieval.index_wait_s must not be negative")
-    if config.retrieval.max_embed_backlog < 1:
-        raise ConfigError("retrieval.max_embed_backlog must be at least 1")
-    if config.log.level not in _LOG_LEVELS:
-        raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")
+    # Written as "not > 0" so that NaN is refused too.
+    if not server.idempotency_retention_s > 0:
+        raise ConfigError("server.idempotency_retention_s must be positive")
 
 
 def _validate_entities(entities: EntitiesConfig) -> None:

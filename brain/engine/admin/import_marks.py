@@ -32,6 +32,7 @@ from brain.engine.store.tables import (
     EMBED_QUEUE,
     IDEMPOTENCY,
     IDEMPOTENCY_BY_TIME,
+    IDEMPOTENCY_MARKS,
     IMPORTS,
     LEX_DOCS,
     LEX_POSTINGS,
@@ -60,7 +61,15 @@ __all__ = [
 ]
 
 EXCLUDED: Final = frozenset(
-    {META, IDEMPOTENCY, IDEMPOTENCY_BY_TIME, CHANGE_LOG, PURGE_QUEUE, IMPORTS}
+    {
+        META,
+        IDEMPOTENCY,
+        IDEMPOTENCY_BY_TIME,
+        IDEMPOTENCY_MARKS,
+        CHANGE_LOG,
+        PURGE_QUEUE,
+        IMPORTS,
+    }
 )
 """Tables an export leaves out: they belong to one database's life, not to its
 records (:mod:`brain.engine.admin.transfer`)."""

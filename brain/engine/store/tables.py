@@ -24,6 +24,7 @@ __all__ = [
     "FORGET_LEDGER",
     "IDEMPOTENCY",
     "IDEMPOTENCY_BY_TIME",
+    "IDEMPOTENCY_MARKS",
     "IMPORTS",
     "LEX_DOCS",
     "LEX_POSTINGS",
@@ -205,6 +206,11 @@ STATEMENT_BY_SUBJECT_TIME: Final = b"statement_by_subject_time"
 order, whatever their predicate (``statement_by_subject`` without the predicate hash),
 written and deleted with the ``statement_by_subject`` key; an export leaves it out and
 an import writes it from those keys (:mod:`brain.engine.store.statement_keys`)."""
+
+IDEMPOTENCY_MARKS: Final = b"idempotency_marks"
+"""``S ‖ u64 recorded_at ‖ request_id`` -> empty: the time order of requests whose answer
+the retention sweep dropped, leaving only a mark in :data:`IDEMPOTENCY` that refuses a
+late retry; the marks themselves go after the mark span (``spec/05-durability.md`` §7)."""
 
 TABLES: Final[tuple[bytes, ...]] = tuple(
     value for name, value in list(globals().items()) if name.isupper() and isinstance(value, bytes)

@@ -13,10 +13,16 @@ __all__ = [
     "AMBIGUITY_MARGIN",
     "DEFAULT_INDEX_WAIT_S",
     "DEFAULT_RESOLUTION",
+    "DEFAULT_RETENTION_NS",
     "FUZZY_THRESHOLD",
     "MAX_EMBED_BACKLOG",
     "Resolution",
 ]
+
+DEFAULT_RETENTION_NS: Final = 24 * 3600 * 10**9
+"""Idempotency answers are kept at least 24 h by default (spec/01-wire.md §4,
+``server.idempotency_retention_s``); a client retrying later than that is refused
+(:mod:`brain.engine.write.idempotency`), which is why the window is generous."""
 
 DEFAULT_INDEX_WAIT_S: Final = 30.0
 """Longest a RECALL waits for the indexer to reach the writes acknowledged before it.

@@ -693,6 +693,13 @@ class Writer:
             yield
 
     def _checkpoint_locked(self) -> None:
+        # Housekeeping writes LMDB outside the log, so it runs first: the checkpoint
+        # below then makes it durable, where after it a reopen would not see it.
+        if self._on_checkpoint is not None:
+            try:
+                self._on_checkpoint()
+            except lmdb.Error:
+                log.exception("housekeeping at checkpoint failed")
         try:
             self._store.checkpoint()
         except (lmdb.Error, StorageFault) as exc:
@@ -702,10 +709,5 @@ class Writer:
             return
         self.durable_lsn = self.applied_lsn
         self._wal.checkpoint(self.durable_lsn)
-        if self._on_checkpoint is not None:
-            try:
-                self._on_checkpoint()
-            except lmdb.Error:
-                log.exception("housekeeping at checkpoint failed")
         self._last_checkpoint = time.monotonic()
         self._records_since_checkpoint = 0

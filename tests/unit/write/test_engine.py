@@ -16,7 +16,7 @@ from brain import cbor
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.store.env import TABLES
 from brain.engine.store.scope import Scope
-from brain.engine.write.idempotency import sweep
+from brain.engine.write.idempotency import Swept, sweep
 from brain.errors import IdempotencyConflict, NotFound, Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
@@ -214,19 +214,45 @@ def test_map_grows_when_full(tmp_path: Path) -> None:
         assert get(db, ids[-1]).memory.text == f"59{big}"
 
 
-def test_idempotency_sweep(tmp_path: Path) -> None:
+def test_idempotency_sweep_leaves_a_mark_that_refuses_a_late_retry(tmp_path: Path) -> None:
     with brain.open(tmp_path / "d") as db:
         encode(db, 1, "old")
         stamp = encode(db, 2, "new").recorded_at
-        removed = sweep(db._store, older_than=stamp)
-        assert removed == 1
-        # The swept request is new again (a second memory text is deduplicated).
+        assert sweep(db._store, older_than=stamp) == Swept(marked=1, removed=0)
+        # The swept request is refused, whatever it asks: it may have been done.
+        with pytest.raises(IdempotencyConflict, match="idempotency retention"):
+            encode(db, 1, "old")
+        with pytest.raises(IdempotencyConflict, match="idempotency retention"):
+            encode(db, 1, "other")
+        # A young one still replays, and still refuses other content.
+        assert encode(db, 2, "new").recorded_at == stamp
+        with pytest.raises(IdempotencyConflict, match="different request"):
+            encode(db, 2, "changed")
+        # Sweeping again finds nothing new to mark; the mark goes at its own horizon.
+        assert sweep(db._store, older_than=stamp, marks_older_than=0) == Swept(0, 0)
+        assert sweep(db._store, older_than=stamp, marks_older_than=stamp) == Swept(0, 1)
+        # With the mark gone the request_id is new again (the text is deduplicated).
         assert db.wait_indexed()
         settled = db.applied_lsn
         again = encode(db, 1, "old")
         assert again.deduplicated and again.lsn == settled + 1
-        with pytest.raises(IdempotencyConflict):
-            encode(db, 2, "changed")
+
+
+def test_idempotency_retention_is_an_option(tmp_path: Path) -> None:
+    """The database sweeps at each checkpoint by its own retention, and the sweep is
+    kept by that checkpoint: after a reopen the late retry is still refused."""
+    options = DatabaseOptions(idempotency_retention_ns=1)
+    with Database.open(tmp_path / "d", options) as db:
+        encode(db, 1, "old")
+        encode(db, 2, "young")
+        db.checkpoint()
+        with pytest.raises(IdempotencyConflict, match="idempotency retention"):
+            encode(db, 1, "old")
+    with (
+        Database.open(tmp_path / "d") as db,
+        pytest.raises(IdempotencyConflict, match="idempotency retention"),
+    ):
+        encode(db, 2, "young")
 
 
 def test_closed_database_refuses(tmp_path: Path) -> None:
@@ -289,10 +315,12 @@ def test_sweep_visits_every_scope(tmp_path: Path) -> None:
         cutoff = encode(db, 2, "new", ns="b").recorded_at
         for ns in ("a", "c"):
             encode(db, 3, "newer", ns=ns)
-        assert sweep(db._store, older_than=cutoff) == 3
-        assert sweep(db._store, older_than=cutoff) == 0
-        with pytest.raises(IdempotencyConflict):
+        assert sweep(db._store, older_than=cutoff) == Swept(marked=3, removed=0)
+        assert sweep(db._store, older_than=cutoff) == Swept(marked=0, removed=0)
+        with pytest.raises(IdempotencyConflict, match="different request"):
             encode(db, 2, "changed", ns="b")  # young rows stay
+        # The marks of every scope go at their horizon.
+        assert sweep(db._store, older_than=cutoff, marks_older_than=cutoff) == Swept(0, 3)
 
 
 def test_absent_space_and_default_space_are_the_same_request(db: Database) -> None:
