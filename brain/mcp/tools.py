@@ -16,7 +16,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from brain.version import __version__
 from brain.errors import NotFound
 from brain.mcp import answers
 from brain.mcp.arguments import (
@@ -40,6 +39,7 @@ from brain.mcp.descriptions import INSTRUCTIONS, TOOLS
 from brain.mcp.refusals import refusals
 from brain.sdk import Brain, requests, results
 from brain.sdk.times import Instant
+from brain.version import __version__
 from brain.wire.messages.review_ops import ReviewDecide, ReviewList
 
 __all__ = ["RENDER_MAX_CHARS", "SERVER_NAME", "build_server"]

@@ -6,12 +6,13 @@ rather than a failed start (spec/06-operations.md §12)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from tests.integration.conftest import ServerProcess, start_server
+from tests.integration.conftest import ServerProcess, run_brain, start_server
 
 FAST: Final = {"BRAIN_RETRIEVAL__EMBEDDER": "hashing"}
 """The hashing embedder: what is under test is the MCP server, not the model."""
@@ -70,10 +71,15 @@ def _environment(server: ServerProcess, space: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def _stdio_session(env: dict[str, str], cwd: Path) -> AsyncIterator[ClientSession]:
-    parameters = StdioServerParameters(
-        command=sys.executable, args=["-m", "brain", "mcp"], env=env, cwd=cwd
-    )
+async def _stdio_session(
+    env: dict[str, str],
+    cwd: Path,
+    *,
+    command: str = sys.executable,
+    args: Sequence[str] = ("-m", "brain", "mcp"),
+) -> AsyncIterator[ClientSession]:
+    """A session with ``command args`` started as the MCP server, as a client starts it."""
+    parameters = StdioServerParameters(command=command, args=list(args), env=env, cwd=cwd)
     with (cwd / "mcp-stderr.log").open("w") as errlog:
         async with (
             stdio_client(parameters, errlog=errlog) as (read, write),
@@ -202,6 +208,43 @@ def test_the_tools_over_stdio(server: ServerProcess, tmp_path: Path) -> None:
                 session, "review_decide", review_id=MISSING_ID, decision="keep_both"
             )
             assert undecided.startswith("NOT_FOUND (0x0050): ")
+
+    anyio.run(scenario)
+
+
+def _readme_config() -> dict[str, Any]:
+    """The ``mcpServers`` entry README.md shows."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [json.loads(b) for b in re.findall(r"^```json\n(.*?)^```", readme, re.S | re.M)]
+    entries = [b["mcpServers"]["brain"] for b in blocks if "mcpServers" in b]
+    assert len(entries) == 1
+    entry: dict[str, Any] = entries[0]
+    return entry
+
+
+def test_the_readme_configuration_with_a_read_only_key(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The README's client configuration, its placeholders filled in, with a key that
+    may read: recall answers, a write is PERMISSION_DENIED."""
+    minted = run_brain(
+        "keys", "create", "--namespace", "default", "--permissions", "read",
+        "--data", str(server.data_dir),
+    )  # fmt: skip
+    assert minted.returncode == 0, minted.stderr
+    entry = _readme_config()
+    assert entry["command"].endswith("/.venv/bin/brain") and entry["args"][0] == "mcp"
+    env = entry["env"] | {
+        "BRAIN_PORT": str(server.wire_port),
+        "BRAIN_API_KEY": minted.stdout.strip().splitlines()[-1],
+    }
+    command = str(Path(sys.executable).with_name("brain"))
+
+    async def scenario() -> None:
+        async with _stdio_session(env, tmp_path, command=command, args=entry["args"]) as session:
+            assert (await _ok(session, "recall", query="anything"))["citations"] == []
+            text = await _refused(session, "remember", text="may I?")
+            assert text.startswith("PERMISSION_DENIED (0x0031): ")
 
     anyio.run(scenario)
 
