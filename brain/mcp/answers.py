@@ -30,8 +30,11 @@ __all__ = [
     "StatementWritten",
     "answer",
     "citations_of",
+    "iso",
     "object_text",
     "subject_text",
+    "version_line",
+    "version_of",
 ]
 
 NameOf = Callable[[bytes], str]

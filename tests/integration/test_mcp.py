@@ -1,8 +1,9 @@
 """``brain mcp`` against a real server, driven by the MCP SDK's own clients: over
 stdio the whole round (tools listed, a memory, a fact and its correction, recall
-now and as of before the correction, history, forget, refusals as tool errors),
-over streamable HTTP a memory recalled, and with no server to reach a tool error
-rather than a failed start (spec/06-operations.md §12)."""
+now and as of before the correction, history, forget, refusals as tool errors);
+the README's client configuration with a read-only key; with no server to reach,
+a tool error rather than a failed start; and over streamable HTTP a memory
+recalled (spec/06-operations.md §12)."""
 
 from __future__ import annotations
 
