@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from brain import __version__
-from brain.cli import transfer, verbs
+from brain.cli import mcp_server, transfer, verbs
 from brain.errors import BrainError, StorageFault
 from brain.server.config import Config, ConfigError, load_config
 from brain.server.files import PRIVATE_UMASK
@@ -105,6 +105,7 @@ def _build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--data", required=True, help="the empty data directory to fill")
     verbs.register(commands)  # the data verbs: memory, statement, recall, … (brain/cli/verbs/)
     transfer.add_commands(commands)  # export and import through the admin port
+    mcp_server.add_command(commands)  # the tools for agents, over MCP (brain/mcp/)
     return parser
 
 
@@ -247,8 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(PRIVATE_UMASK)
     parser = _build_parser()
     args = parser.parse_args(argv)
-    if args.command in ("export", "import"):
-        return transfer.run(args)
+    # Commands with runners of their own, which print their own errors.
+    runners = {"export": transfer.run, "import": transfer.run, mcp_server.COMMAND: mcp_server.run}
+    if args.command in runners:
+        return runners[args.command](args)
     if args.command in verbs.COMMANDS:
         return verbs.run(args)  # prints its own errors, exit codes as below
     try:

@@ -24,6 +24,7 @@ OVERVIEW: Final = PACKAGE.parent / "spec" / "00-overview.md"
 
 LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("cli", ("brain.cli", "brain.__main__")),
+    ("mcp", ("brain.mcp",)),
     ("server", ("brain.server",)),
     ("sdk", ("brain.__init__", "brain.sdk")),
     ("client", ("brain.client",)),
