@@ -5,13 +5,15 @@ they hold: :mod:`~brain.sdk.times` (what time arguments take, :class:`Instant`),
 :mod:`~brain.sdk.results` (what methods return), :mod:`~brain.sdk.transport`
 (the seam between the facade and a database), :mod:`~brain.sdk.retry` (when a
 request is sent again), :mod:`~brain.sdk.requests` (arguments to wire requests),
-:mod:`~brain.sdk.calls` (the escape hatch's opcode table), :mod:`~brain.sdk.sync`.
+:mod:`~brain.sdk.operations` (each operation's request and result, shared by
+both facades), :mod:`~brain.sdk.calls` (the escape hatch's opcode table),
+:mod:`~brain.sdk.sync`.
 """
 
 from __future__ import annotations
 
 from brain.sdk.results import RecordId
-from brain.sdk.sync import Brain
+from brain.sdk.sync import Brain, Transaction
 from brain.sdk.times import Instant, TimeLike, to_nanos
 from brain.sdk.transport import EmbeddedTransport, Transport, WireTransport
 
@@ -21,6 +23,7 @@ __all__ = [
     "Instant",
     "RecordId",
     "TimeLike",
+    "Transaction",
     "Transport",
     "WireTransport",
     "to_nanos",

@@ -16,6 +16,7 @@ from brain.sdk import results
 from brain.sdk.calls import CALLABLE, NOT_CALLABLE
 from brain.sdk.sync import Brain
 from brain.wire.messages import (
+    control,
     entity_ops,
     memory_ops,
     recall_ops,
@@ -57,6 +58,16 @@ PAIRS: Final[list[tuple[type[object], type[Message]]]] = [
     (results.RelationWritten, relation_ops.RelationCreateOk),
     (results.RelationWritten, relation_ops.RelationSupersedeOk),
     (results.ReviewItem, review_ops.ReviewItem),
+    (results.Explained, recall_ops.ExplainOk),
+    (results.EntityPage, entity_ops.EntityListOk),
+    (results.EntityMatch, entity_ops.EntityMatch),
+    (results.Resolution, entity_ops.EntityResolveOk),
+    (results.Merged, entity_ops.EntityMergeOk),
+    (results.EntityTombstoned, entity_ops.EntityTombstoneOk),
+    (results.RelationPage, relation_ops.RelationListOk),
+    (results.TraversalNode, relation_ops.TraversalNode),
+    (results.Traversal, relation_ops.RelationTraverseOk),
+    (results.Pong, control.Pong),
 ]
 
 
