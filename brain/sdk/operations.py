@@ -18,7 +18,8 @@ from typing import Generic, Literal, TypeVar
 
 from brain.errors import InvalidArgument
 from brain.sdk import requests, results
-from brain.sdk.requests import EvidenceLike, IdLike, SubjectLike
+from brain.sdk.calls import opcode_of, with_space
+from brain.sdk.requests import EvidenceLike, IdLike, ObjectLike, SubjectLike
 from brain.sdk.times import TimeLike, optional_nanos
 from brain.wire.messages import (
     control,
@@ -92,6 +93,12 @@ def joined(op: Op[T], txn_id: bytes) -> Op[T]:
     raise InvalidArgument(f"{op.opcode.name} cannot be part of a transaction", field="txn_id")
 
 
+def any_request(request: Message, *, space: str) -> Op[Message]:
+    """The escape hatch's exchange: any data request, its opcode by its class, the
+    facade's ``space`` filled in when unset, the wire answer as it came."""
+    return Op(opcode_of(request), with_space(request, space), _same)
+
+
 # --- connection --------------------------------------------------------------------
 
 
@@ -148,14 +155,86 @@ def forget(
 # --- recall ------------------------------------------------------------------------
 
 
-def recall(request: recall_ops.Recall) -> Op[results.Recalled]:
-    """RECALL, from :func:`brain.sdk.requests.recall`'s request."""
+def recall(
+    cue: str,
+    *,
+    top_k: int | None,
+    as_of: TimeLike | None,
+    valid_at: TimeLike | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
+    records: Iterable[str] | None,
+    kinds: Iterable[str] | None,
+    predicates: Iterable[str] | None,
+    min_confidence: float | None,
+    min_relevance: float | None,
+    include_superseded: bool | None,
+    include_tombstoned: bool | None,
+    entity_anchor: IdLike | None,
+    explain: bool | None,
+    space: str,
+) -> Op[results.Recalled]:
+    """RECALL."""
+    request = requests.recall(
+        cue,
+        top_k=top_k,
+        as_of=as_of,
+        valid_at=valid_at,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        records=records,
+        kinds=kinds,
+        predicates=predicates,
+        min_confidence=min_confidence,
+        min_relevance=min_relevance,
+        include_superseded=include_superseded,
+        include_tombstoned=include_tombstoned,
+        entity_anchor=entity_anchor,
+        explain=explain,
+        space=space,
+    )
     return _op(Opcode.RECALL, request, recall_ops.RecallOk, results.Recalled.from_wire)
 
 
-def explain(request: recall_ops.Recall) -> Op[results.Explained]:
-    """EXPLAIN: the same request as RECALL, answered with how it was served."""
-    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+def explain(
+    cue: str,
+    *,
+    top_k: int | None,
+    as_of: TimeLike | None,
+    valid_at: TimeLike | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
+    records: Iterable[str] | None,
+    kinds: Iterable[str] | None,
+    predicates: Iterable[str] | None,
+    min_confidence: float | None,
+    min_relevance: float | None,
+    include_superseded: bool | None,
+    include_tombstoned: bool | None,
+    entity_anchor: IdLike | None,
+    space: str,
+) -> Op[results.Explained]:
+    """EXPLAIN: RECALL's request, answered with how it was served."""
+    recall_request = requests.recall(
+        cue,
+        top_k=top_k,
+        as_of=as_of,
+        valid_at=valid_at,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        records=records,
+        kinds=kinds,
+        predicates=predicates,
+        min_confidence=min_confidence,
+        min_relevance=min_relevance,
+        include_superseded=include_superseded,
+        include_tombstoned=include_tombstoned,
+        entity_anchor=entity_anchor,
+        explain=None,
+        space=space,
+    )
+    # EXPLAIN's request is RECALL's under its own class, which picks the opcode.
+    fields = {f.name: getattr(recall_request, f.name) for f in dataclasses.fields(recall_request)}
     return _op(
         Opcode.EXPLAIN,
         recall_ops.ExplainRequest(**fields),
@@ -168,9 +247,35 @@ def explain(request: recall_ops.Recall) -> Op[results.Explained]:
 
 
 def create_statement(
-    content: statement_ops.StatementDraft, *, space: str, request_id: bytes | None
+    subject: SubjectLike,
+    predicate: str,
+    object_: ObjectLike,
+    *,
+    kind: str,
+    subject_type: str | None,
+    confidence: float | None,
+    evidence: Iterable[EvidenceLike] | None,
+    source: str | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
+    event_at: TimeLike | None,
+    space: str,
+    request_id: bytes | None,
 ) -> Op[results.StatementWritten]:
-    """STATEMENT_CREATE from a statement's content (:func:`brain.sdk.requests.draft`)."""
+    """STATEMENT_CREATE."""
+    content = requests.draft(
+        subject,
+        predicate,
+        object_,
+        kind=kind,
+        subject_type=subject_type,
+        confidence=confidence,
+        evidence=evidence,
+        source=source,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        event_at=event_at,
+    )
     request = requests.statement_create(content, space=space, request_id=request_id)
     return _op(
         Opcode.STATEMENT_CREATE,
@@ -182,12 +287,35 @@ def create_statement(
 
 def supersede_statement(
     old: IdLike,
-    content: statement_ops.StatementDraft,
+    subject: SubjectLike,
+    predicate: str,
+    object_: ObjectLike,
     *,
+    kind: str,
+    subject_type: str | None,
+    confidence: float | None,
+    evidence: Iterable[EvidenceLike] | None,
+    source: str | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
+    event_at: TimeLike | None,
     space: str,
     request_id: bytes | None,
 ) -> Op[results.StatementWritten]:
     """STATEMENT_SUPERSEDE."""
+    content = requests.draft(
+        subject,
+        predicate,
+        object_,
+        kind=kind,
+        subject_type=subject_type,
+        confidence=confidence,
+        evidence=evidence,
+        source=source,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        event_at=event_at,
+    )
     request = statement_ops.StatementSupersede(
         space=space,
         request_id=requests.request_id_of(request_id),
@@ -250,8 +378,34 @@ def get_statement(statement: IdLike, *, space: str) -> Op[results.Statement]:
     )
 
 
-def list_statements(request: statement_ops.StatementList) -> Op[results.StatementPage]:
-    """STATEMENT_LIST, from :func:`brain.sdk.requests.statement_list`'s request."""
+def list_statements(
+    *,
+    subject: SubjectLike | None,
+    subject_type: str | None,
+    predicate: str | None,
+    kind: str | None,
+    valid_at: TimeLike | None,
+    as_of: TimeLike | None,
+    include_superseded: bool | None,
+    include_tombstoned: bool | None,
+    limit: int | None,
+    cursor: bytes | None,
+    space: str,
+) -> Op[results.StatementPage]:
+    """STATEMENT_LIST."""
+    request = requests.statement_list(
+        subject=subject,
+        subject_type=subject_type,
+        predicate=predicate,
+        kind=kind,
+        valid_at=valid_at,
+        as_of=as_of,
+        include_superseded=include_superseded,
+        include_tombstoned=include_tombstoned,
+        limit=limit,
+        cursor=cursor,
+        space=space,
+    )
     return _op(
         Opcode.STATEMENT_LIST,
         request,
@@ -443,9 +597,27 @@ def relation_draft(
 
 
 def create_relation(
-    content: relation_ops.RelationDraft, *, space: str, request_id: bytes | None
+    type_: str,
+    from_: SubjectLike,
+    to: SubjectLike,
+    *,
+    confidence: float | None,
+    evidence: Iterable[EvidenceLike] | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
+    space: str,
+    request_id: bytes | None,
 ) -> Op[results.RelationWritten]:
-    """RELATION_CREATE from a relation's content (:func:`relation_draft`)."""
+    """RELATION_CREATE."""
+    content = relation_draft(
+        type_,
+        from_,
+        to,
+        confidence=confidence,
+        evidence=evidence,
+        valid_from=valid_from,
+        valid_to=valid_to,
+    )
     request = relation_ops.RelationCreate(
         space=space,
         request_id=requests.request_id_of(request_id),
@@ -480,12 +652,27 @@ def get_relation(relation: IdLike, *, space: str) -> Op[results.Relation]:
 
 def supersede_relation(
     old: IdLike,
-    content: relation_ops.RelationDraft,
+    type_: str,
+    from_: SubjectLike,
+    to: SubjectLike,
     *,
+    confidence: float | None,
+    evidence: Iterable[EvidenceLike] | None,
+    valid_from: TimeLike | None,
+    valid_to: TimeLike | None,
     space: str,
     request_id: bytes | None,
 ) -> Op[results.RelationWritten]:
     """RELATION_SUPERSEDE."""
+    content = relation_draft(
+        type_,
+        from_,
+        to,
+        confidence=confidence,
+        evidence=evidence,
+        valid_from=valid_from,
+        valid_to=valid_to,
+    )
     request = relation_ops.RelationSupersede(
         space=space,
         request_id=requests.request_id_of(request_id),

@@ -29,7 +29,6 @@ from brain.client.render import render_hits
 from brain.client.sync import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 from brain.errors import BrainError, ConnectionClosed, InvalidArgument, NotFound, Overloaded
 from brain.sdk import operations, requests, results
-from brain.sdk.calls import opcode_of, with_space
 from brain.sdk.operations import Decision, Direction, Op
 from brain.sdk.requests import EvidenceLike, IdLike, ObjectLike, SubjectLike
 from brain.sdk.retry import Attempts
@@ -242,25 +241,26 @@ class Brain:
 
         ``as_of`` asks what was believed at an instant; ``valid_at`` what was true
         in the world then. Left-out arguments take the server's defaults."""
-        request = requests.recall(
-            cue,
-            top_k=top_k,
-            as_of=as_of,
-            valid_at=valid_at,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            records=records,
-            kinds=kinds,
-            predicates=predicates,
-            min_confidence=min_confidence,
-            min_relevance=min_relevance,
-            include_superseded=include_superseded,
-            include_tombstoned=include_tombstoned,
-            entity_anchor=entity_anchor,
-            explain=explain,
-            space=self._space(space),
+        return self._run(
+            operations.recall(
+                cue,
+                top_k=top_k,
+                as_of=as_of,
+                valid_at=valid_at,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                records=records,
+                kinds=kinds,
+                predicates=predicates,
+                min_confidence=min_confidence,
+                min_relevance=min_relevance,
+                include_superseded=include_superseded,
+                include_tombstoned=include_tombstoned,
+                entity_anchor=entity_anchor,
+                explain=explain,
+                space=self._space(space),
+            )
         )
-        return self._run(operations.recall(request))
 
     def explain(
         self,
@@ -283,25 +283,25 @@ class Brain:
     ) -> results.Explained:
         """EXPLAIN: how :meth:`recall` with these arguments is served (survivors per
         step, timings) and what it ranks, without the records."""
-        request = requests.recall(
-            cue,
-            top_k=top_k,
-            as_of=as_of,
-            valid_at=valid_at,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            records=records,
-            kinds=kinds,
-            predicates=predicates,
-            min_confidence=min_confidence,
-            min_relevance=min_relevance,
-            include_superseded=include_superseded,
-            include_tombstoned=include_tombstoned,
-            entity_anchor=entity_anchor,
-            explain=None,
-            space=self._space(space),
+        return self._run(
+            operations.explain(
+                cue,
+                top_k=top_k,
+                as_of=as_of,
+                valid_at=valid_at,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                records=records,
+                kinds=kinds,
+                predicates=predicates,
+                min_confidence=min_confidence,
+                min_relevance=min_relevance,
+                include_superseded=include_superseded,
+                include_tombstoned=include_tombstoned,
+                entity_anchor=entity_anchor,
+                space=self._space(space),
+            )
         )
-        return self._run(operations.explain(request))
 
     def render(
         self,
@@ -344,21 +344,22 @@ class Brain:
 
         ``subject`` given by name finds the entity of that name (of
         ``subject_type``, when given) or creates it."""
-        content = requests.draft(
-            subject,
-            predicate,
-            object_,
-            kind=kind,
-            subject_type=subject_type,
-            confidence=confidence,
-            evidence=evidence,
-            source=source,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            event_at=event_at,
-        )
         return self._run(
-            operations.create_statement(content, space=self._space(space), request_id=request_id)
+            operations.create_statement(
+                subject,
+                predicate,
+                object_,
+                kind=kind,
+                subject_type=subject_type,
+                confidence=confidence,
+                evidence=evidence,
+                source=source,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                event_at=event_at,
+                space=self._space(space),
+                request_id=request_id,
+            )
         )
 
     def supersede_statement(
@@ -381,22 +382,22 @@ class Brain:
     ) -> results.StatementWritten:
         """STATEMENT_SUPERSEDE: replace the current statement ``old`` by a new version
         (spec/03-time.md §4); ``old`` stays in the chain's history."""
-        content = requests.draft(
-            subject,
-            predicate,
-            object_,
-            kind=kind,
-            subject_type=subject_type,
-            confidence=confidence,
-            evidence=evidence,
-            source=source,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            event_at=event_at,
-        )
         return self._run(
             operations.supersede_statement(
-                old, content, space=self._space(space), request_id=request_id
+                old,
+                subject,
+                predicate,
+                object_,
+                kind=kind,
+                subject_type=subject_type,
+                confidence=confidence,
+                evidence=evidence,
+                source=source,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                event_at=event_at,
+                space=self._space(space),
+                request_id=request_id,
             )
         )
 
@@ -449,20 +450,21 @@ class Brain:
     ) -> results.StatementPage:
         """STATEMENT_LIST: statements through the filter chain, oldest record first;
         pass the page's ``cursor`` back for the next page."""
-        request = requests.statement_list(
-            subject=subject,
-            subject_type=subject_type,
-            predicate=predicate,
-            kind=kind,
-            valid_at=valid_at,
-            as_of=as_of,
-            include_superseded=include_superseded,
-            include_tombstoned=include_tombstoned,
-            limit=limit,
-            cursor=cursor,
-            space=self._space(space),
+        return self._run(
+            operations.list_statements(
+                subject=subject,
+                subject_type=subject_type,
+                predicate=predicate,
+                kind=kind,
+                valid_at=valid_at,
+                as_of=as_of,
+                include_superseded=include_superseded,
+                include_tombstoned=include_tombstoned,
+                limit=limit,
+                cursor=cursor,
+                space=self._space(space),
+            )
         )
-        return self._run(operations.list_statements(request))
 
     def statement_history(
         self, statement: IdLike, *, space: str | None = None
@@ -604,17 +606,18 @@ class Brain:
     ) -> results.RelationWritten:
         """RELATION_CREATE: a typed edge between two entities (names are found or created);
         a type with a constrained cardinality supersedes the current edge it replaces."""
-        content = operations.relation_draft(
-            type_,
-            from_,
-            to,
-            confidence=confidence,
-            evidence=evidence,
-            valid_from=valid_from,
-            valid_to=valid_to,
-        )
         return self._run(
-            operations.create_relation(content, space=self._space(space), request_id=request_id)
+            operations.create_relation(
+                type_,
+                from_,
+                to,
+                confidence=confidence,
+                evidence=evidence,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                space=self._space(space),
+                request_id=request_id,
+            )
         )
 
     def get_relation(self, relation: IdLike, *, space: str | None = None) -> results.Relation:
@@ -636,18 +639,18 @@ class Brain:
         request_id: bytes | None = None,
     ) -> results.RelationWritten:
         """RELATION_SUPERSEDE: replace the current relation ``old`` by a new one."""
-        content = operations.relation_draft(
-            type_,
-            from_,
-            to,
-            confidence=confidence,
-            evidence=evidence,
-            valid_from=valid_from,
-            valid_to=valid_to,
-        )
         return self._run(
             operations.supersede_relation(
-                old, content, space=self._space(space), request_id=request_id
+                old,
+                type_,
+                from_,
+                to,
+                confidence=confidence,
+                evidence=evidence,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                space=self._space(space),
+                request_id=request_id,
             )
         )
 
@@ -848,11 +851,7 @@ class Brain:
     def call(self, request: Message) -> Message:
         """Send any data request; the opcode follows from its class, the facade's space
         fills an unset ``space``, and the retry rules apply. Returns the wire answer."""
-        return self._run(Op(opcode_of(request), with_space(request, self.space), _answer))
-
-
-def _answer(message: Message) -> Message:
-    return message
+        return self._run(operations.any_request(request, space=self.space))
 
 
 class Transaction:
