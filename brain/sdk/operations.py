@@ -32,7 +32,6 @@ from brain.wire.messages import (
     statement_ops,
     txn_ops,
 )
-from brain.wire.messages.common import Tombstoned
 from brain.wire.opcodes import Opcode, Permission, required_permission
 from brain.wire.schema import Message
 
@@ -430,7 +429,7 @@ def statement_history(statement: IdLike, *, space: str) -> Op[tuple[results.Stat
 # --- entities ----------------------------------------------------------------------
 
 
-def _aliases(items: Iterable[str] | None, argument: str) -> tuple[str, ...] | None:
+def _names(items: Iterable[str] | None, argument: str) -> tuple[str, ...] | None:
     if items is None:
         return None
     if isinstance(items, str):
@@ -454,7 +453,7 @@ def create_entity(
         request_id=requests.request_id_of(request_id),
         name=name,
         type_=type_,
-        aliases=_aliases(aliases, "aliases"),
+        aliases=_names(aliases, "aliases"),
         attributes=None if attributes is None else dict(attributes),
     )
     return _op(
@@ -489,8 +488,8 @@ def update_entity(
         request_id=requests.request_id_of(request_id),
         id=requests.record_id(entity, argument="entity"),
         name=name,
-        add_aliases=_aliases(add_aliases, "add_aliases"),
-        remove_aliases=_aliases(remove_aliases, "remove_aliases"),
+        add_aliases=_names(add_aliases, "add_aliases"),
+        remove_aliases=_names(remove_aliases, "remove_aliases"),
         attributes=None if attributes is None else dict(attributes),
     )
     return _op(
@@ -701,12 +700,8 @@ def tombstone_relation(
         Opcode.RELATION_TOMBSTONE,
         request,
         relation_ops.RelationTombstoned,
-        _tombstoned,
+        results.TombstoneResult.from_wire,
     )
-
-
-def _tombstoned(answer: Tombstoned) -> results.TombstoneResult:
-    return results.TombstoneResult.from_wire(answer)
 
 
 def list_relations(
@@ -751,7 +746,7 @@ def traverse(
     request = relation_ops.RelationTraverse(
         space=space,
         from_=requests.record_id(from_, argument="from_"),
-        types=_aliases(types, "types"),
+        types=_names(types, "types"),
         direction=direction,
         depth=depth,
         valid_at=optional_nanos(valid_at, argument="valid_at"),
@@ -814,7 +809,7 @@ def put_schema(
         space=space,
         predicates=None if predicates is None else tuple(predicates),
         relation_types=None if relation_types is None else tuple(relation_types),
-        entity_types=_aliases(entity_types, "entity_types"),
+        entity_types=_names(entity_types, "entity_types"),
     )
     return _op(Opcode.SCHEMA_PUT, request, schema_ops.SchemaPutOk, lambda a: a.version)
 

@@ -121,6 +121,10 @@ def test_bad_arguments_are_named(db: Brain) -> None:
     with pytest.raises(TypeError, match="evidence"):
         db.create_statement("a", "b", "c", evidence=b"x" * 16)  # type: ignore[arg-type]
     assert db.create_statement(Name("Zed", "person"), "is", "here").version == 1
+    with pytest.raises(TypeError, match="aliases"):
+        db.create_entity("Ada", aliases="Ada Lovelace")  # one name, not a list of letters
+    with pytest.raises(InvalidArgument, match="merge"):
+        db.merge_entities(b"x" * 16, b"x" * 16)  # an entity cannot be merged into itself
 
 
 class Recording:
