@@ -1,7 +1,8 @@
 """Brain: a bi-temporal statement database server for agent memory.
 
 ``Brain.connect(api_key=...)`` talks to a server; ``Brain.open(path)`` opens the
-embedded database in a directory, with the same methods (:mod:`brain.sdk`).
+embedded database in a directory, with the same methods (:mod:`brain.sdk`);
+``AsyncBrain`` is its asyncio twin.
 ``brain.open(path)`` gives the embedded :class:`~brain.engine.database.Database`
 itself. ``import brain`` stays light: the facade, the client and the engine are
 imported when first named.
@@ -16,11 +17,11 @@ from brain.version import __version__
 
 if TYPE_CHECKING:
     from brain.engine.database import Database, DatabaseOptions
-    from brain.sdk import Brain, Instant
+    from brain.sdk import AsyncBrain, Brain, Instant
 
-__all__ = ["Brain", "Instant", "__version__", "open"]
+__all__ = ["AsyncBrain", "Brain", "Instant", "__version__", "open"]
 
-_LAZY = {"Brain": "brain.sdk", "Instant": "brain.sdk"}
+_LAZY = {"AsyncBrain": "brain.sdk", "Brain": "brain.sdk", "Instant": "brain.sdk"}
 """Names imported on first use: the facade pulls in the client and the wire layer,
 which a process that only wants ``brain.__version__`` should not pay for."""
 

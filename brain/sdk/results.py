@@ -16,6 +16,7 @@ from typing import Literal
 
 from brain.sdk.times import Instant, optional_instant
 from brain.wire.messages import (
+    control,
     entity_ops,
     memory_ops,
     recall_ops,
@@ -30,23 +31,33 @@ from brain.wire.messages.common import Tombstoned
 __all__ = [
     "Entity",
     "EntityMade",
+    "EntityMatch",
+    "EntityPage",
+    "EntityTombstoned",
     "Evidence",
+    "Explained",
     "ForgetResult",
     "Hit",
     "Memory",
     "Mention",
+    "Merged",
     "Name",
+    "Pong",
     "Recalled",
     "RecordId",
     "Ref",
     "Relation",
+    "RelationPage",
     "RelationWritten",
     "Remembered",
+    "Resolution",
     "ReviewItem",
     "Statement",
     "StatementPage",
     "StatementWritten",
     "TombstoneResult",
+    "Traversal",
+    "TraversalNode",
 ]
 
 
@@ -541,3 +552,158 @@ class ReviewItem:
             wire.type_,
             wire,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """EXPLAIN's answer: how a recall was served (``explain``), what it searched
+    (``coverage``) and the hits it ranked, without their records."""
+
+    explain: recall_ops.Explain
+    coverage: recall_ops.Coverage
+    hits: tuple[recall_ops.RankedHit, ...]
+    wire: recall_ops.ExplainOk
+
+    @classmethod
+    def from_wire(cls, wire: recall_ops.ExplainOk) -> Explained:
+        """From the wire's answer."""
+        return cls(wire.explain, wire.coverage, wire.hits, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityPage:
+    """One page of ENTITY_LIST; pass ``cursor`` back for the next (None: the last)."""
+
+    entities: tuple[Entity, ...]
+    cursor: bytes | None
+    wire: entity_ops.EntityListOk
+
+    @classmethod
+    def from_wire(cls, wire: entity_ops.EntityListOk) -> EntityPage:
+        """From the wire's answer."""
+        return cls(tuple(Entity.from_wire(e) for e in wire.entities), wire.cursor, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityMatch:
+    """One candidate of ENTITY_RESOLVE: which step matched (``tier``) and how well."""
+
+    id: RecordId
+    name: str
+    score: float
+    tier: str
+    wire: entity_ops.EntityMatch
+
+    @classmethod
+    def from_wire(cls, wire: entity_ops.EntityMatch) -> EntityMatch:
+        """From the wire's candidate."""
+        return cls(_id(wire.entity_id), wire.name, wire.score, wire.tier, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """ENTITY_RESOLVE's answer: the candidates, best first; ``resolved`` when one entity
+    wins, ``ambiguous`` when a fuzzy tie leaves the choice to a review."""
+
+    matches: tuple[EntityMatch, ...]
+    resolved: RecordId | None
+    ambiguous: bool
+    wire: entity_ops.EntityResolveOk
+
+    @classmethod
+    def from_wire(cls, wire: entity_ops.EntityResolveOk) -> Resolution:
+        """From the wire's answer."""
+        return cls(
+            tuple(EntityMatch.from_wire(m) for m in wire.matches),
+            _opt_id(wire.resolved),
+            wire.ambiguous,
+            wire,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """ENTITY_MERGE's answer; ``merge_id`` is what :meth:`unmerge_entities` takes."""
+
+    merge_id: RecordId
+    lsn: int
+    wire: entity_ops.EntityMergeOk
+
+    @classmethod
+    def from_wire(cls, wire: entity_ops.EntityMergeOk) -> Merged:
+        """From the wire's answer."""
+        return cls(_id(wire.merge_id), wire.lsn, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityTombstoned:
+    """ENTITY_TOMBSTONE's answer."""
+
+    id: RecordId
+    lsn: int
+    wire: entity_ops.EntityTombstoneOk
+
+    @classmethod
+    def from_wire(cls, wire: entity_ops.EntityTombstoneOk) -> EntityTombstoned:
+        """From the wire's answer."""
+        return cls(_id(wire.id), wire.lsn, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class RelationPage:
+    """One page of RELATION_LIST; pass ``cursor`` back for the next (None: the last)."""
+
+    relations: tuple[Relation, ...]
+    cursor: bytes | None
+    wire: relation_ops.RelationListOk
+
+    @classmethod
+    def from_wire(cls, wire: relation_ops.RelationListOk) -> RelationPage:
+        """From the wire's answer."""
+        return cls(tuple(Relation.from_wire(r) for r in wire.relations), wire.cursor, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class TraversalNode:
+    """An entity a traversal reached, ``hop`` steps from the start (0: the start)."""
+
+    id: RecordId
+    hop: int
+    wire: relation_ops.TraversalNode
+
+    @classmethod
+    def from_wire(cls, wire: relation_ops.TraversalNode) -> TraversalNode:
+        """From the wire's node."""
+        return cls(_id(wire.entity_id), wire.hop, wire)
+
+
+@dataclass(frozen=True, slots=True)
+class Traversal:
+    """RELATION_TRAVERSE's answer: the entities reached and the edges walked."""
+
+    nodes: tuple[TraversalNode, ...]
+    edges: tuple[Relation, ...]
+    wire: relation_ops.RelationTraverseOk
+
+    @classmethod
+    def from_wire(cls, wire: relation_ops.RelationTraverseOk) -> Traversal:
+        """From the wire's answer."""
+        return cls(
+            tuple(TraversalNode.from_wire(n) for n in wire.nodes),
+            tuple(Relation.from_wire(e) for e in wire.edges),
+            wire,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    """PING's answer: the echoed ``nonce`` and the server's clock."""
+
+    nonce: object
+    server_time: Instant
+    wire: control.Pong
+
+    @classmethod
+    def from_wire(cls, wire: control.Pong) -> Pong:
+        """From the wire's answer."""
+        return cls(wire.nonce, Instant(wire.server_time), wire)

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_OVERLOADED_ATTEMPTS",
     "MAX_RETRY_WAIT_MS",
     "RECONNECTS_PER_REQUEST",
+    "Attempts",
     "overloaded_wait_s",
     "resendable_after_reconnect",
 ]
@@ -58,3 +59,33 @@ def resendable_after_reconnect(opcode: Opcode, message: Message) -> bool:
     if opcode in _CONNECTION_BOUND or isinstance(message, txn_ops.TxnBegin):
         return False
     return getattr(message, "txn_id", None) is None
+
+
+class Attempts:
+    """The attempts of one request so far, and whether the rules above allow another.
+
+    The blocking and the asyncio facade keep one per request and differ only in how
+    they wait."""
+
+    def __init__(self, opcode: Opcode, message: Message) -> None:
+        """Count the attempts of ``message``, sent as ``opcode``."""
+        self._opcode, self._message = opcode, message
+        self._overloaded = 0
+        self._reconnects = 0
+
+    def wait_after(self, refused: Overloaded) -> float | None:
+        """Seconds to wait before sending again after ``refused``; None when the
+        attempts are spent and the refusal should reach the caller."""
+        self._overloaded += 1
+        if self._overloaded >= MAX_OVERLOADED_ATTEMPTS:
+            return None
+        return overloaded_wait_s(refused)
+
+    def may_reconnect(self) -> bool:
+        """True when the request may be sent again on a fresh connection (and counts it)."""
+        if self._reconnects >= RECONNECTS_PER_REQUEST:
+            return False
+        if not resendable_after_reconnect(self._opcode, self._message):
+            return False
+        self._reconnects += 1
+        return True

@@ -1,5 +1,6 @@
 """Every ```python block of README.md runs as written against a real server, and is
-clean under ``mypy --strict``; the agent script runs embedded too.
+clean under ``mypy --strict``; the agent script runs embedded too, and so does the
+asyncio example.
 
 What a reader copies must run against ``make serve``'s defaults (127.0.0.1:9090,
 the key in ``brain-data/credentials.toml``, read from the repository root). The
@@ -41,7 +42,7 @@ FAST: Final = {"BRAIN_RETRIEVAL__EMBEDDER": "hashing"}
 def blocks() -> list[str]:
     """The README's Python blocks, in order."""
     found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    assert len(found) >= 3, "README.md lost its Python examples"
+    assert len(found) >= 4, "README.md lost its Python examples"
     return found
 
 
@@ -79,8 +80,9 @@ def test_every_block_runs_over_the_wire(home: tuple[Path, ServerProcess]) -> Non
         else:
             assert OPEN in code, "a block neither connects nor opens"
             outputs.append(_run(PRELUDE + code.replace(OPEN, EMBEDDED), where))
-    first, agent, _ = outputs
+    first, agent, _, asynchronous = outputs
     assert "Alice moved to Globex." in first
+    assert "Bea lives_in Oslo" in asynchronous and "entity:" not in asynchronous
     now, before = agent.split("[statement", 2)[1:]
     assert "Dan lives_in Berlin" in now and "Dan lives_in Paris" in before
 
@@ -92,6 +94,13 @@ def test_the_agent_script_runs_embedded_and_is_short(home: tuple[Path, ServerPro
     out = _run(PRELUDE + agent.replace(CONNECT, EMBEDDED), where)
     assert "Dan lives_in Berlin" in out and "Dan lives_in Paris" in out
     assert "entity:" not in out  # entities shown by name
+
+
+def test_the_asyncio_example_runs_embedded(home: tuple[Path, ServerProcess]) -> None:
+    where, _ = home
+    example = next(code for code in blocks() if "AsyncBrain" in code)
+    out = _run(PRELUDE + example.replace(CONNECT, EMBEDDED), where)
+    assert "Bea lives_in Oslo" in out and "entity:" not in out
 
 
 def test_every_block_is_clean_under_mypy_strict(tmp_path: Path) -> None:

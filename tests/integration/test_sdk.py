@@ -17,6 +17,7 @@ from brain.errors import InvalidArgument, NotFound, Overloaded
 from brain.sdk import Brain, EmbeddedTransport, Instant, WireTransport
 from brain.sdk.results import Name, Ref
 from brain.wire.messages.memory_ops import Encode, MemoryGet, MemoryGetOk
+from brain.wire.messages.schema_ops import PredicateDecl, RelationTypeDecl
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 from tests.integration.conftest import ServerProcess, start_server
@@ -120,6 +121,10 @@ def test_bad_arguments_are_named(db: Brain) -> None:
     with pytest.raises(TypeError, match="evidence"):
         db.create_statement("a", "b", "c", evidence=b"x" * 16)  # type: ignore[arg-type]
     assert db.create_statement(Name("Zed", "person"), "is", "here").version == 1
+    with pytest.raises(TypeError, match="aliases"):
+        db.create_entity("Ada", aliases="Ada Lovelace")  # one name, not a list of letters
+    with pytest.raises(InvalidArgument, match="merge"):
+        db.merge_entities(b"x" * 16, b"x" * 16)  # an entity cannot be merged into itself
 
 
 class Recording:
@@ -177,3 +182,126 @@ def test_a_lost_connection_is_made_again_and_the_write_replayed(server: ServerPr
             first.id, first.lsn, first.recorded_at,
         )  # fmt: skip
         assert not replayed.deduplicated
+
+
+def test_entities_from_creation_to_tombstone(db: Brain) -> None:
+    ada = db.create_entity(
+        "Ada Lovelace", type_="person", aliases=["Ada"], attributes={"born": 1815}
+    )
+    countess = db.create_entity("The Countess", type_="person")
+    got = db.get_entity(ada)
+    assert (got.name, got.type_, got.aliases, got.attributes) == (
+        "Ada Lovelace", "person", ("Ada",), {"born": 1815},
+    )  # fmt: skip
+    renamed = db.update_entity(ada, name="Augusta Ada King", add_aliases=["Ada Lovelace"])
+    assert renamed.name == "Augusta Ada King" and set(renamed.aliases) == {"Ada", "Ada Lovelace"}
+
+    resolved = db.resolve_entity("Ada Lovelace", type_="person")
+    assert resolved.resolved == ada.id and resolved.matches[0].tier == "alias"
+    assert not resolved.ambiguous
+    page = db.list_entities(prefix="Augusta")
+    assert [e.id for e in page.entities] == [ada.id] and page.cursor is None
+    first = db.list_entities(type_="person", limit=1)
+    rest = db.list_entities(type_="person", cursor=first.cursor)
+    assert {e.id for e in first.entities + rest.entities} == {ada.id, countess.id}
+
+    merged = db.merge_entities(ada, countess)
+    assert db.get_entity(countess).merged_into == ada.id
+    assert db.unmerge_entities(merged) > merged.lsn
+    assert db.get_entity(countess).merged_into is None
+
+    gone = db.tombstone_entity(countess)
+    assert gone.id == countess.id and db.get_entity(countess).tombstoned_at is not None
+
+
+def test_relations_lists_and_traversal(db: Brain) -> None:
+    ann, bob, cy = (db.create_entity(name) for name in ("Ann", "Bob", "Cy"))
+    m = db.remember("Ann works with Bob; Bob works with Cy.")
+    ab = db.create_relation("works_with", ann, bob, evidence=[m], valid_from="2023-01-01")
+    bc = db.create_relation("works_with", bob, cy, confidence=0.5)
+    got = db.get_relation(ab)
+    assert got.from_ == Ref("entity", ann.id) and got.to == Ref("entity", bob.id)
+    assert got.evidence[0].memory == m.id and got.valid_from == Instant(1_672_531_200 * 10**9)
+
+    assert [r.id for r in db.list_relations(bob, direction="in").relations] == [ab.id]
+    assert {r.id for r in db.list_relations(bob).relations} == {ab.id, bc.id}
+    walked = db.traverse(ann, depth=2, types=["works_with"], direction="out")
+    assert {(n.id, n.hop) for n in walked.nodes} == {(ann.id, 0), (bob.id, 1), (cy.id, 2)}
+    assert {e.id for e in walked.edges} == {ab.id, bc.id}
+
+    replaced = db.supersede_relation(bc, "works_with", bob, cy, confidence=0.9)
+    assert replaced.superseded == bc.id
+    assert db.get_relation(bc).superseded_by == replaced.id
+    # What was believed before the supersession is still there to ask about.
+    before = db.list_relations(bob, direction="out", as_of=bc.recorded_at).relations
+    assert [r.id for r in before] == [bc.id]
+
+    gone = db.tombstone_relation(replaced, reason="left the team")
+    assert gone.id == replaced.id and db.get_relation(replaced).tombstoned_at is not None
+    assert [r.id for r in db.list_relations(bob, direction="out").relations] == []
+
+
+def test_statement_tombstone_retract_explain_and_ping(db: Brain) -> None:
+    kept = db.create_statement("Eve", "likes", "tea")
+    dropped = db.tombstone_statement(kept, reason="a mistake")
+    assert dropped.id == kept.id
+    assert db.get_statement(kept).tombstoned_at == dropped.tombstoned_at
+    assert db.get_statement(kept).tombstone_reason == "user_request"  # the note is audited
+
+    withdrawn = db.create_statement("Eve", "likes", "coffee")
+    assert db.retract_statement(withdrawn).id == withdrawn.id
+    erased = db.get_statement(withdrawn)
+    assert erased.predicate is None and erased.object_ is None and erased.tombstoned_at is not None
+
+    db.create_statement("Eve", "drinks", "water")
+    account = db.explain("what does Eve drink", records=["statement"])
+    assert account.hits and account.coverage.space == db.space
+    assert account.explain.fusion and account.explain.timings_us is not None
+
+    pong = db.ping(nonce="hello")
+    assert pong.nonce == "hello" and isinstance(pong.server_time, Instant)
+
+
+def test_schema_and_the_review_queue(db: Brain) -> None:
+    version = db.put_schema(
+        predicates=[PredicateDecl(name="born_in", kind="fact", stateful=False)],
+        relation_types=[RelationTypeDecl(name="married_to", cardinality="one_to_one")],
+        entity_types=["person"],
+        space=db.space,
+    )
+    schema = db.get_schema(space=db.space)
+    assert schema.version == version and schema.scope == "space"
+    assert [p.name for p in schema.predicates] == ["born_in"]
+    assert schema.entity_types == ("person",)
+
+    paris = db.create_statement("Dee", "born_in", "Paris")
+    lyon = db.create_statement("Dee", "born_in", "Lyon")
+    (item,) = db.list_reviews()
+    assert item.kind == "contradiction" and item.records == (paris.id, lyon.id)
+    assert db.decide_review(item, "keep_both") > lyon.lsn
+    assert db.list_reviews() == ()
+
+
+def test_a_transaction_commits_on_exit_and_aborts_on_an_exception(db: Brain) -> None:
+    committing = db.transaction()
+    with committing as tx:
+        m = tx.remember("Fay: I joined Initech.")
+        s = tx.create_statement("Fay", "works_at", "Initech", evidence=[m])
+        assert s.lsn == 0  # buffered: the commit gives it its LSN
+        assert tx.get_statement(s).object_ == "Initech"  # the transaction sees its writes
+        with pytest.raises(NotFound):
+            db.get_statement(s)  # nobody else does yet
+        with pytest.raises(InvalidArgument, match="ENTITY_MERGE"):
+            tx.merge_entities(bytes(16), bytes(range(16)))
+        with pytest.raises(InvalidArgument, match="nest"):
+            tx.transaction()
+    assert committing.committed is not None and len(committing.committed.results) == 2
+    assert db.get_statement(s).object_ == "Initech" and db.get_memory(m).text
+
+    with pytest.raises(RuntimeError, match="changed my mind"), db.transaction() as tx:
+        dropped = tx.create_statement("Fay", "works_at", "Globex")
+        raise RuntimeError("changed my mind")
+    with pytest.raises(NotFound):
+        db.get_statement(dropped)
+    current = db.list_statements(subject="Fay", predicate="works_at").statements
+    assert [st.object_ for st in current] == ["Initech"]

@@ -5,17 +5,22 @@ pairs, and ``import brain`` stays light."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import re
 import subprocess
 import sys
 import typing
+from pathlib import Path
 from typing import Final
 
 import pytest
 
 from brain.sdk import results
+from brain.sdk.aio import AsyncBrain
 from brain.sdk.calls import CALLABLE, NOT_CALLABLE
 from brain.sdk.sync import Brain
 from brain.wire.messages import (
+    control,
     entity_ops,
     memory_ops,
     recall_ops,
@@ -57,6 +62,16 @@ PAIRS: Final[list[tuple[type[object], type[Message]]]] = [
     (results.RelationWritten, relation_ops.RelationCreateOk),
     (results.RelationWritten, relation_ops.RelationSupersedeOk),
     (results.ReviewItem, review_ops.ReviewItem),
+    (results.Explained, recall_ops.ExplainOk),
+    (results.EntityPage, entity_ops.EntityListOk),
+    (results.EntityMatch, entity_ops.EntityMatch),
+    (results.Resolution, entity_ops.EntityResolveOk),
+    (results.Merged, entity_ops.EntityMergeOk),
+    (results.EntityTombstoned, entity_ops.EntityTombstoneOk),
+    (results.RelationPage, relation_ops.RelationListOk),
+    (results.TraversalNode, relation_ops.TraversalNode),
+    (results.Traversal, relation_ops.RelationTraverseOk),
+    (results.Pong, control.Pong),
 ]
 
 
@@ -68,8 +83,9 @@ def test_every_wire_field_reaches_the_result(result: type[object], wire: type[Me
     assert shown == carried
 
 
-def test_calls_overloads_are_the_registrys_pairs() -> None:
-    overloads = typing.get_overloads(Brain.call)
+@pytest.mark.parametrize("facade", [Brain, AsyncBrain], ids=lambda c: c.__name__)
+def test_calls_overloads_are_the_registrys_pairs(facade: type[Brain | AsyncBrain]) -> None:
+    overloads = typing.get_overloads(facade.call)
     pairs = {}
     for overload in overloads:
         hints = typing.get_type_hints(overload)
@@ -83,14 +99,44 @@ def test_calls_overloads_are_the_registrys_pairs() -> None:
     assert set(CALLABLE.values()) | set(NOT_CALLABLE) == set(Opcode)
 
 
+def test_the_async_twin_has_every_method_with_the_same_arguments() -> None:
+    def public(cls: type[object]) -> dict[str, object]:
+        return {
+            name: getattr(cls, name)
+            for name in dir(cls)
+            if not name.startswith("_") and callable(getattr(cls, name))
+        }
+
+    blocking, twin = public(Brain), public(AsyncBrain)
+    assert set(blocking) == set(twin)
+    for name, method in blocking.items():
+        awaited = twin[name]
+        assert list(inspect.signature(method).parameters) == list(  # type: ignore[arg-type]
+            inspect.signature(awaited).parameters  # type: ignore[arg-type]
+        ), name
+        synchronous = {"transaction", "joined"}  # they make objects; they send nothing
+        assert inspect.iscoroutinefunction(awaited) == (name not in synchronous), name
+
+
+def test_the_wire_spec_lists_every_method() -> None:
+    spec = (Path(__file__).resolve().parents[3] / "spec" / "01-wire.md").read_text("utf-8")
+    section = spec[spec.index("## 10. The Python facade") :]
+    listed = set(re.findall(r"^\| `(\w+)\(", section, flags=re.MULTILINE))
+    # How a facade is made and unmade, and joined to a transaction, is told in prose.
+    told_apart = {"connect", "open", "close", "joined"}
+    methods = {n for n in dir(Brain) if not n.startswith("_") and callable(getattr(Brain, n))}
+    assert listed == methods - told_apart
+
+
 def test_import_brain_is_light_and_names_the_facade_lazily() -> None:
     code = (
         "import sys, brain\n"
         "heavy = [m for m in ('brain.sdk', 'brain.client', 'brain.engine', 'brain.wire', 'numpy')"
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
-        "from brain import Brain, Instant\n"
+        "from brain import AsyncBrain, Brain, Instant\n"
         "assert Brain.__module__ == 'brain.sdk.sync'\n"
+        "assert AsyncBrain.__module__ == 'brain.sdk.aio'\n"
         "assert 'brain.engine.database' not in sys.modules\n"
         "assert Instant.__module__ == 'brain.sdk.times'\n"
         "print('ok')\n"
