@@ -429,6 +429,73 @@ def test_relation_opcodes(client: Client) -> None:
     assert [r.id for r in after.relations] == [moved.relation_id]
 
 
+def test_a_symmetric_relation_type_is_read_both_ways(client: Client) -> None:
+    """An edge of a type declared symmetric is found from its object as from its
+    subject, in every direction; an edge of another type keeps its direction."""
+    space = "symmetric"
+    put = SchemaPut(
+        space=space,
+        relation_types=(
+            RelationTypeDecl(name="married_to", cardinality="many_to_many", symmetric=True),
+            RelationTypeDecl(name="knows", cardinality="many_to_many", symmetric=False),
+        ),
+    )
+    ask(client, Opcode.SCHEMA_PUT, put, SchemaPutOk)
+
+    def relate(type_: str, from_: str, to: str) -> RelationCreateOk:
+        draft = RelationCreate(
+            space=space,
+            request_id=rid(),
+            type_=type_,
+            from_=NameRef(name=from_),
+            to=NameRef(name=to),
+        )
+        return ask(client, Opcode.RELATION_CREATE, draft, RelationCreateOk)
+
+    married, knows = relate("married_to", "Ann", "Ben"), relate("knows", "Cy", "Ben")
+    ends = ask(
+        client, Opcode.RELATION_GET, RelationGet(space=space, id=knows.relation_id), RelationGetOk
+    ).relation
+    assert isinstance(ends.from_, EntityRef) and isinstance(ends.to, EntityRef)
+    cy, ben = ends.from_.entity, ends.to.entity
+
+    def listed(entity: bytes, direction: str, type_: str | None = None) -> list[bytes]:
+        request = RelationList(space=space, entity=entity, direction=direction, type_=type_)
+        answer = ask(client, Opcode.RELATION_LIST, request, RelationListOk)
+        return [r.id for r in answer.relations]
+
+    # Ben is only the object of both edges; the symmetric one leads out of him too.
+    assert listed(ben, "out") == [married.relation_id]
+    assert listed(ben, "out", "married_to") == [married.relation_id]
+    assert listed(ben, "out", "knows") == []
+    assert listed(ben, "in") == [married.relation_id, knows.relation_id]
+    assert listed(cy, "in") == []  # the non-symmetric edge keeps its direction
+
+    walk = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=ben, depth=2, direction="out"),
+        RelationTraverseOk,
+    )
+    assert [e.id for e in walk.edges] == [married.relation_id]
+    (start, spouse) = walk.nodes
+    assert (start.entity_id, start.hop, spouse.hop) == (ben, 0, 1)
+    back = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=spouse.entity_id, depth=1, direction="in"),
+        RelationTraverseOk,
+    )
+    assert [n.entity_id for n in back.nodes] == [spouse.entity_id, ben]
+    reverse_knows = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=ben, depth=1, direction="out", types=("knows",)),
+        RelationTraverseOk,
+    )
+    assert [n.entity_id for n in reverse_knows.nodes] == [ben] and reverse_knows.edges == ()
+
+
 # --- memories and statements -------------------------------------------------------------
 
 
