@@ -808,6 +808,60 @@ def test_schema_and_review_opcodes(client: Client, server: ServerProcess) -> Non
     assert ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items == ()
 
 
+def test_declared_entity_types_constrain_new_entities(client: Client) -> None:
+    """Once a space's schema lists entity types, a write that would make an entity of
+    another type is INVALID_ARGUMENT naming the type's field; untyped entities and
+    names of existing entities pass, and a space declaring none takes any type."""
+    space, open_space = "entity-types", "entity-types-open"
+    declare = SchemaPut(space=space, entity_types=("person", "city"))
+    ask(client, Opcode.SCHEMA_PUT, declare, SchemaPutOk)
+
+    def create(name: str, type_: str | None, where: str = space) -> Message:
+        request = EntityCreate(space=where, request_id=rid(), name=name, type_=type_)
+        return client.call(Opcode.ENTITY_CREATE, request)
+
+    assert isinstance(create("Ada", "person"), EntityCreateOk)
+    assert isinstance(create("Someone", None), EntityCreateOk)
+    assert isinstance(create("Rex", "dog", open_space), EntityCreateOk)
+    with pytest.raises(InvalidArgument) as refused:
+        create("Rex", "dog")
+    assert refused.value.field == "type"
+
+    def state(subject: NameRef) -> Message:
+        request = StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=subject,
+            predicate="likes",
+            object_=TextValue(text="tea"),
+        )
+        return client.call(Opcode.STATEMENT_CREATE, request)
+
+    assert isinstance(state(NameRef(name="Ada", type_="person")), StatementCreateOk)
+    assert isinstance(state(NameRef(name="Bea", type_="person")), StatementCreateOk)
+    with pytest.raises(InvalidArgument) as by_name:
+        state(NameRef(name="Acme", type_="company"))
+    assert by_name.value.field == "subject.type"
+
+    def relate(from_: NameRef, to: NameRef) -> Message:
+        request = RelationCreate(
+            space=space, request_id=rid(), type_="lives_in", from_=from_, to=to
+        )
+        return client.call(Opcode.RELATION_CREATE, request)
+
+    assert isinstance(
+        relate(NameRef(name="Ada", type_="person"), NameRef(name="Paris", type_="city")),
+        RelationCreateOk,
+    )
+    with pytest.raises(InvalidArgument) as end:
+        relate(NameRef(name="Ada", type_="person"), NameRef(name="Mars", type_="planet"))
+    assert end.value.field == "to.type"
+    # Nothing of a refused write was stored.
+    listed = ask(client, Opcode.ENTITY_LIST, EntityList(space=space), EntityListOk)
+    assert sorted(e.name for e in listed.entities) == ["Ada", "Bea", "Paris", "Someone"]
+
+
 # --- idempotency of every write --------------------------------------------------------
 
 
