@@ -21,6 +21,7 @@ import json
 import re
 import struct
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ import pytest
 
 from brain import cbor
 from brain.client import Client
-from brain.errors import InvalidArgument
+from brain.errors import Forgotten, InvalidArgument
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,
@@ -691,6 +692,38 @@ def test_memory_and_statement_opcodes(client: Client) -> None:
             ),
         )
     assert bad_hash.value.field == "evidence[0].sha256"
+
+
+def test_texts_that_normalise_alike_are_one_text_to_dedup_and_forgetting(client: Client) -> None:
+    """Unicode composition and whitespace do not make a new text: an ENCODE of a
+    variant names the stored memory, and after a hard forget every variant is
+    FORGOTTEN (spec/02-data-model.md §3)."""
+    space = "normalised"
+    composed = "Caf\u00e9 on   Rue Cler,\tnoon"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed
+
+    def encode(text: str, *, override: bool | None = None) -> Message:
+        request = Encode(space=space, request_id=rid(), text=text, override_forgotten=override)
+        return client.call(Opcode.ENCODE, request)
+
+    first = encode(composed)
+    assert isinstance(first, EncodeOk) and not first.deduplicated
+    for variant in (decomposed, composed + " ", " Caf\u00e9 on Rue Cler, noon\n"):
+        again = encode(variant)
+        assert isinstance(again, EncodeOk) and again.deduplicated
+        # The answer names the stored memory with its own hash, the one a citation gives.
+        assert (again.memory_id, again.sha256) == (first.memory_id, first.sha256)
+    assert isinstance(encode("Cafe on Rue Cler, noon"), EncodeOk)  # other letters: other text
+
+    forget = Forget(space=space, request_id=rid(), memory=first.memory_id, mode="hard")
+    client.call(Opcode.FORGET, forget)
+    for variant in (composed, decomposed, composed + " ", "Caf\u00e9 on Rue\nCler, noon"):
+        with pytest.raises(Forgotten) as refused:
+            encode(variant)
+        assert refused.value.field == "text"
+    overridden = encode(composed + "\n", override=True)
+    assert isinstance(overridden, EncodeOk) and not overridden.deduplicated
 
 
 # --- schema and reviews ------------------------------------------------------------------
