@@ -21,6 +21,7 @@ import json
 import re
 import struct
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ import pytest
 
 from brain import cbor
 from brain.client import Client
-from brain.errors import InvalidArgument
+from brain.errors import Forgotten, InvalidArgument
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,
@@ -429,6 +430,73 @@ def test_relation_opcodes(client: Client) -> None:
     assert [r.id for r in after.relations] == [moved.relation_id]
 
 
+def test_a_symmetric_relation_type_is_read_both_ways(client: Client) -> None:
+    """An edge of a type declared symmetric is found from its object as from its
+    subject, in every direction; an edge of another type keeps its direction."""
+    space = "symmetric"
+    put = SchemaPut(
+        space=space,
+        relation_types=(
+            RelationTypeDecl(name="married_to", cardinality="many_to_many", symmetric=True),
+            RelationTypeDecl(name="knows", cardinality="many_to_many", symmetric=False),
+        ),
+    )
+    ask(client, Opcode.SCHEMA_PUT, put, SchemaPutOk)
+
+    def relate(type_: str, from_: str, to: str) -> RelationCreateOk:
+        draft = RelationCreate(
+            space=space,
+            request_id=rid(),
+            type_=type_,
+            from_=NameRef(name=from_),
+            to=NameRef(name=to),
+        )
+        return ask(client, Opcode.RELATION_CREATE, draft, RelationCreateOk)
+
+    married, knows = relate("married_to", "Ann", "Ben"), relate("knows", "Cy", "Ben")
+    ends = ask(
+        client, Opcode.RELATION_GET, RelationGet(space=space, id=knows.relation_id), RelationGetOk
+    ).relation
+    assert isinstance(ends.from_, EntityRef) and isinstance(ends.to, EntityRef)
+    cy, ben = ends.from_.entity, ends.to.entity
+
+    def listed(entity: bytes, direction: str, type_: str | None = None) -> list[bytes]:
+        request = RelationList(space=space, entity=entity, direction=direction, type_=type_)
+        answer = ask(client, Opcode.RELATION_LIST, request, RelationListOk)
+        return [r.id for r in answer.relations]
+
+    # Ben is only the object of both edges; the symmetric one leads out of him too.
+    assert listed(ben, "out") == [married.relation_id]
+    assert listed(ben, "out", "married_to") == [married.relation_id]
+    assert listed(ben, "out", "knows") == []
+    assert listed(ben, "in") == [married.relation_id, knows.relation_id]
+    assert listed(cy, "in") == []  # the non-symmetric edge keeps its direction
+
+    walk = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=ben, depth=2, direction="out"),
+        RelationTraverseOk,
+    )
+    assert [e.id for e in walk.edges] == [married.relation_id]
+    (start, spouse) = walk.nodes
+    assert (start.entity_id, start.hop, spouse.hop) == (ben, 0, 1)
+    back = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=spouse.entity_id, depth=1, direction="in"),
+        RelationTraverseOk,
+    )
+    assert [n.entity_id for n in back.nodes] == [spouse.entity_id, ben]
+    reverse_knows = ask(
+        client,
+        Opcode.RELATION_TRAVERSE,
+        RelationTraverse(space=space, from_=ben, depth=1, direction="out", types=("knows",)),
+        RelationTraverseOk,
+    )
+    assert [n.entity_id for n in reverse_knows.nodes] == [ben] and reverse_knows.edges == ()
+
+
 # --- memories and statements -------------------------------------------------------------
 
 
@@ -626,6 +694,38 @@ def test_memory_and_statement_opcodes(client: Client) -> None:
     assert bad_hash.value.field == "evidence[0].sha256"
 
 
+def test_texts_that_normalise_alike_are_one_text_to_dedup_and_forgetting(client: Client) -> None:
+    """Unicode composition and whitespace do not make a new text: an ENCODE of a
+    variant names the stored memory, and after a hard forget every variant is
+    FORGOTTEN (spec/02-data-model.md §3)."""
+    space = "normalised"
+    composed = "Caf\u00e9 on   Rue Cler,\tnoon"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert decomposed != composed
+
+    def encode(text: str, *, override: bool | None = None) -> Message:
+        request = Encode(space=space, request_id=rid(), text=text, override_forgotten=override)
+        return client.call(Opcode.ENCODE, request)
+
+    first = encode(composed)
+    assert isinstance(first, EncodeOk) and not first.deduplicated
+    for variant in (decomposed, composed + " ", " Caf\u00e9 on Rue Cler, noon\n"):
+        again = encode(variant)
+        assert isinstance(again, EncodeOk) and again.deduplicated
+        # The answer names the stored memory with its own hash, the one a citation gives.
+        assert (again.memory_id, again.sha256) == (first.memory_id, first.sha256)
+    assert isinstance(encode("Cafe on Rue Cler, noon"), EncodeOk)  # other letters: other text
+
+    forget = Forget(space=space, request_id=rid(), memory=first.memory_id, mode="hard")
+    client.call(Opcode.FORGET, forget)
+    for variant in (composed, decomposed, composed + " ", "Caf\u00e9 on Rue\nCler, noon"):
+        with pytest.raises(Forgotten) as refused:
+            encode(variant)
+        assert refused.value.field == "text"
+    overridden = encode(composed + "\n", override=True)
+    assert isinstance(overridden, EncodeOk) and not overridden.deduplicated
+
+
 # --- schema and reviews ------------------------------------------------------------------
 
 
@@ -739,6 +839,60 @@ def test_schema_and_review_opcodes(client: Client, server: ServerProcess) -> Non
     ).statement
     assert isinstance(resolved.subject, EntityRef) and resolved.subject.entity not in twins
     assert ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items == ()
+
+
+def test_declared_entity_types_constrain_new_entities(client: Client) -> None:
+    """Once a space's schema lists entity types, a write that would make an entity of
+    another type is INVALID_ARGUMENT naming the type's field; untyped entities and
+    names of existing entities pass, and a space declaring none takes any type."""
+    space, open_space = "entity-types", "entity-types-open"
+    declare = SchemaPut(space=space, entity_types=("person", "city"))
+    ask(client, Opcode.SCHEMA_PUT, declare, SchemaPutOk)
+
+    def create(name: str, type_: str | None, where: str = space) -> Message:
+        request = EntityCreate(space=where, request_id=rid(), name=name, type_=type_)
+        return client.call(Opcode.ENTITY_CREATE, request)
+
+    assert isinstance(create("Ada", "person"), EntityCreateOk)
+    assert isinstance(create("Someone", None), EntityCreateOk)
+    assert isinstance(create("Rex", "dog", open_space), EntityCreateOk)
+    with pytest.raises(InvalidArgument) as refused:
+        create("Rex", "dog")
+    assert refused.value.field == "type"
+
+    def state(subject: NameRef) -> Message:
+        request = StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=subject,
+            predicate="likes",
+            object_=TextValue(text="tea"),
+        )
+        return client.call(Opcode.STATEMENT_CREATE, request)
+
+    assert isinstance(state(NameRef(name="Ada", type_="person")), StatementCreateOk)
+    assert isinstance(state(NameRef(name="Bea", type_="person")), StatementCreateOk)
+    with pytest.raises(InvalidArgument) as by_name:
+        state(NameRef(name="Acme", type_="company"))
+    assert by_name.value.field == "subject.type"
+
+    def relate(from_: NameRef, to: NameRef) -> Message:
+        request = RelationCreate(
+            space=space, request_id=rid(), type_="lives_in", from_=from_, to=to
+        )
+        return client.call(Opcode.RELATION_CREATE, request)
+
+    assert isinstance(
+        relate(NameRef(name="Ada", type_="person"), NameRef(name="Paris", type_="city")),
+        RelationCreateOk,
+    )
+    with pytest.raises(InvalidArgument) as end:
+        relate(NameRef(name="Ada", type_="person"), NameRef(name="Mars", type_="planet"))
+    assert end.value.field == "to.type"
+    # Nothing of a refused write was stored.
+    listed = ask(client, Opcode.ENTITY_LIST, EntityList(space=space), EntityListOk)
+    assert sorted(e.name for e in listed.entities) == ["Ada", "Bea", "Paris", "Someone"]
 
 
 # --- idempotency of every write --------------------------------------------------------

@@ -6,7 +6,8 @@ import derives the rest of each space from them, calling the same functions the
 writes call wherever there is one, so that the layouts are written in one place:
 
 - ``memory_by_text`` for every memory, ``memory_by_sha`` for the one not forgotten
-  with each text; the name index and its counts from each mention row
+  with each text, under its text key (:mod:`brain.engine.store.text_keys`); the
+  name index and its counts from each mention row
   (:func:`~brain.engine.records.mentions.name_index_changes`);
 - ``entity_by_name`` from each entity row (its :func:`index_names`),
   ``entity_absorbed`` from each merged entity's ``merged_into`` and each decided
@@ -56,6 +57,7 @@ from brain.engine.store.tables import (
     VECTOR_SCOPES,
     VECTORS,
 )
+from brain.engine.store.text_keys import text_key
 from brain.engine.write.plan import COUNTER_BYTES, Add, Change, Delete, Put, read_counter
 from brain.errors import InvalidArgument
 
@@ -135,23 +137,39 @@ def _current(state: dict[str, object]) -> bool:
 
 
 def _memories(space: SpaceRecords, rows: _Rows) -> None:
+    """``memory_by_text`` and ``memory_by_sha`` under each memory's text key (a
+    hard-forgotten memory, whose text is gone, under its ``sha256``: no forget looks
+    for it again). Two active memories of the same bytes are refused; of texts that
+    only normalise alike (an export of a server that compared exact bytes), the one
+    recorded first is the text's memory, as the upgrade of such a store decides."""
     scope = space.scope
-    active: dict[bytes, bytes] = {}
+    active: dict[bytes, tuple[bytes, bytes]] = {}
+    shas: dict[bytes, bytes] = {}
     for memory_id, memory in space.memories.items():
-        sha = memory["sha256"]
+        sha, text = memory["sha256"], memory.get("text")
         assert isinstance(sha, bytes)
-        rows.apply([Put(MEMORY_BY_TEXT, scope.key(sha, memory_id), b"")])
+        key = text_key(text) if isinstance(text, str) else sha
+        rows.apply([Put(MEMORY_BY_TEXT, scope.key(key, memory_id), b"")])
         if "forgotten" in memory:
             continue
-        if sha in active:
+        if sha in shas:
             raise InvalidArgument(
-                f"memories {active[sha].hex()} and {memory_id.hex()} of space "
+                f"memories {shas[sha].hex()} and {memory_id.hex()} of space "
                 f"{scope.space!r} both hold the same text and neither is forgotten: a "
                 "space stores a text once",
                 field="memory",
             )
-        active[sha] = memory_id
-        rows.apply([Put(MEMORY_BY_SHA, scope.key(sha), memory_id)])
+        shas[sha] = memory_id
+        order = _u64_of(memory["recorded_at"]) + memory_id
+        if key not in active or order < active[key][0]:
+            active[key] = (order, memory_id)
+    rows.apply([Put(MEMORY_BY_SHA, scope.key(key), first) for key, (_, first) in active.items()])
+
+
+def _u64_of(value: object) -> bytes:
+    """A record time as the big-endian bytes that sort as it does."""
+    assert isinstance(value, int)
+    return value.to_bytes(8, "big")
 
 
 def _reviews(space: SpaceRecords, rows: _Rows) -> None:

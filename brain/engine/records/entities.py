@@ -66,6 +66,7 @@ from brain.engine.records.entity_rows import (
 )
 from brain.engine.records.refs import ENTITY_TAG, absorb, release
 from brain.engine.records.resolution import is_ambiguous, resolve_name
+from brain.engine.records.schema import check_entity_type
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan
 from brain.engine.store.scope import Scope
@@ -163,6 +164,7 @@ def plan_create(
 ) -> tuple[list[Change], EntityCreateOk]:
     """ENTITY_CREATE: a new entity, even when another already has its name."""
     check_name(request.name, "name")
+    check_entity_type(ctx.store, ctx.txn, scope, request.type_, "type")
     aliases = _add_aliases(request.name, [], request.aliases or (), "aliases")
     attributes = check_attributes(dict(request.attributes or {}), "attributes")
     entity_id = ctx.ids.new()

@@ -4,10 +4,12 @@
   but its text stays; a statement whose every evidence memory is now forgotten
   is tombstoned with ``tombstone_reason: source_forgotten``.
 - **hard**: the text and the vector are removed from the memory row, the
-  SHA-256 of the text goes into the forget ledger (the hash only), and a
-  statement whose every evidence memory is forgotten is retracted to a husk.
-  ENCODE of the same text into the same space then answers ``FORGOTTEN``
-  unless it sets ``override_forgotten`` (which is audited).
+  text key (the SHA-256 of the normalised text, :mod:`brain.engine.store.text_keys`)
+  goes into the forget ledger (the hash only), and a statement whose every
+  evidence memory is forgotten is retracted to a husk. ENCODE of the same text
+  into the same space, or of one that differs only in Unicode composition or
+  whitespace, then answers ``FORGOTTEN`` unless it sets ``override_forgotten``
+  (which is audited).
 
 Either way the memories' mention rows (:mod:`brain.engine.records.mentions`) are
 marked ``record_invalidated_at``; a hard forget also drops the names from them and
@@ -41,6 +43,7 @@ from brain.engine.records.mentions import forget_mentions
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
 from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
+from brain.engine.store.text_keys import text_key
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.writer import PlanContext
 from brain.errors import NotFound
@@ -63,12 +66,12 @@ def _all_forgotten(
     return True
 
 
-def _same_text(ctx: PlanContext, scope: Scope, sha: bytes) -> list[bytes]:
-    """Every memory of ``scope`` whose text has this hash (a soft forget lets the same
-    text be stored again, so there may be several)."""
-    prefix = scope.key(sha)
+def _same_text(ctx: PlanContext, scope: Scope, key: bytes) -> list[bytes]:
+    """Every memory of ``scope`` whose text has this text key (a soft forget lets the
+    same text be stored again, so there may be several)."""
+    prefix = scope.key(key)
     table = ctx.store.table(MEMORY_BY_TEXT)
-    return [key[len(prefix) :] for key in scan_keys(ctx.txn, table, prefix)]
+    return [found[len(prefix) :] for found in scan_keys(ctx.txn, table, prefix)]
 
 
 def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[Change], ForgetOk]:
@@ -83,12 +86,19 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
             memory_id=request.memory, lsn=ctx.lsn, already_forgotten=True, statements_tombstoned=0
         )
         return [], answer
-    sha = row["sha256"]
-    assert isinstance(sha, bytes)
-    targets = _targets(ctx, scope, request, row, sha)
-    changes: list[Change] = [Delete(MEMORY_BY_SHA, scope.key(sha))]
+    # Only a hard forget removes the text, and this memory is not hard-forgotten yet.
+    text = row["text"]
+    assert isinstance(text, str)
+    key = text_key(text)
+    targets = _targets(ctx, scope, request, row, key)
+    changes: list[Change] = []
+    # The dedup entry goes when it names a memory this forget changes; one naming a
+    # memory it leaves (an older store may hold two whose texts normalise alike) stays.
+    named = ctx.txn.get(scope.key(key), db=ctx.store.table(MEMORY_BY_SHA))
+    if named is not None and bytes(named) in targets:
+        changes.append(Delete(MEMORY_BY_SHA, scope.key(key)))
     if request.mode == "hard":
-        changes.append(Put(FORGET_LEDGER, scope.key(sha), ctx.record_time.to_bytes(8, "big")))
+        changes.append(Put(FORGET_LEDGER, scope.key(key), ctx.record_time.to_bytes(8, "big")))
     changes += _forgotten_rows(ctx, scope, request.mode, targets)
     changes += forget_mentions(ctx, scope, request.mode, targets)
     cascade, cascaded = _cascade(ctx, scope, request.mode, targets)
@@ -105,13 +115,14 @@ def plan_forget(ctx: PlanContext, scope: Scope, request: Forget) -> tuple[list[C
 
 
 def _targets(
-    ctx: PlanContext, scope: Scope, request: Forget, row: dict[str, object], sha: bytes
+    ctx: PlanContext, scope: Scope, request: Forget, row: dict[str, object], key: bytes
 ) -> dict[bytes, dict[str, object]]:
     """The memories this forget changes, by id: the one named and, for a hard forget,
-    every other memory of the space with the same text that still holds it."""
+    every other memory of the space with the same text (once normalised) that still
+    holds it."""
     targets = {request.memory: row}
     if request.mode == "hard":
-        for other in _same_text(ctx, scope, sha):
+        for other in _same_text(ctx, scope, key):
             other_row = memory_row(ctx.store, ctx.txn, scope, other)
             if other_row is not None and other_row.get("forgotten") != "hard":
                 targets[other] = other_row

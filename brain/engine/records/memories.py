@@ -1,15 +1,17 @@
 """Memories: raw text an agent saw, stored once per space (ENCODE, MEMORY_GET).
 
 A memory row lives under ``scope ‖ memory_id``; ``memory_by_sha`` maps
-``scope ‖ sha256(text)`` to the first memory with that text, which is how the
-same text in the same space is stored once (spec/02-data-model.md §3 ENCODE).
+``scope ‖ text key`` to the first memory with that text, which is how the
+same text in the same space is stored once (spec/02-data-model.md §3 ENCODE). The
+text key is the SHA-256 of the normalised text (:mod:`brain.engine.store.text_keys`):
+texts that differ only in Unicode composition or whitespace are one text, stored
+once and forgotten together; the row's ``sha256`` is of the exact bytes it holds.
 A new memory's write also links the names its text mentions
 (:mod:`brain.engine.records.mentions`), and MEMORY_GET shows them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -23,6 +25,7 @@ from brain.engine.store.env import Store
 from brain.engine.store.rows import decode_row
 from brain.engine.store.scope import Scope
 from brain.engine.store.tables import FORGET_LEDGER, MEMORIES, MEMORY_BY_SHA, MEMORY_BY_TEXT
+from brain.engine.store.text_keys import exact_digest, ledger_keys, text_key
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
@@ -88,11 +91,14 @@ def read_memory_get(ctx: ReadContext, scope: Scope, request: MemoryGet) -> Memor
 
 
 def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[Change], EncodeOk]:
-    """ENCODE: store the text once per space; a repeat names the first memory."""
+    """ENCODE: store the text once per space; a repeat (the same text once normalised)
+    names the first memory."""
     store, txn, lsn, now = ctx.store, ctx.txn, ctx.lsn, ctx.record_time
-    digest = hashlib.sha256(request.text.encode("utf-8")).digest()
+    digest = exact_digest(request.text)
+    key = text_key(request.text)
     override: list[Change] = []
-    if txn.get(scope.key(digest), db=store.table(FORGET_LEDGER)) is not None:
+    ledger = store.table(FORGET_LEDGER)
+    if any(txn.get(scope.key(k), db=ledger) is not None for k in ledger_keys(request.text)):
         if not request.override_forgotten:
             raise Forgotten(
                 "this text was hard-forgotten in this space; set override_forgotten to store it "
@@ -100,14 +106,17 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
                 field="text",
             )
         override.append(audit_entry(ctx, scope, "override_forgotten", [digest]))
-    existing = txn.get(scope.key(digest), db=store.table(MEMORY_BY_SHA))
+    existing = txn.get(scope.key(key), db=store.table(MEMORY_BY_SHA))
     if existing is not None:
         first = get_memory(store, txn, scope, bytes(existing))
+        # The stored memory's own hash: the one a citation of it must give, which
+        # differs from the request's when the two texts differ only as normalising
+        # forgives.
         answer = EncodeOk(
             memory_id=first.id,
             lsn=lsn,
             recorded_at=first.recorded_at,
-            sha256=digest,
+            sha256=first.sha256,
             deduplicated=True,
         )
         return [], answer
@@ -133,8 +142,8 @@ def plan_encode(ctx: PlanContext, scope: Scope, request: Encode) -> tuple[list[C
         row["vector"] = request.vector
     changes: list[Change] = [
         Put(MEMORIES, scope.key(memory_id), cbor.encode(row)),
-        Put(MEMORY_BY_SHA, scope.key(digest), memory_id),
-        Put(MEMORY_BY_TEXT, scope.key(digest, memory_id), b""),
+        Put(MEMORY_BY_SHA, scope.key(key), memory_id),
+        Put(MEMORY_BY_TEXT, scope.key(key, memory_id), b""),
         *override,
         *plan_mentions(ctx, scope, memory_id, request.text, digest),
     ]

@@ -29,6 +29,8 @@ which case the write is stored with a pending subject and an
 ``ambiguous_entity`` review item is queued instead of guessing. Two live
 entities with the same exact name (or alias) are a tie too. One open item
 serves every write that names the same (name, type) until it is decided.
+Where the schema declares entity types, a name whose type is not one of them
+makes neither: the write is INVALID_ARGUMENT (``….type``).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from brain.engine.records.entity_rows import (
 )
 from brain.engine.records.resolution import is_ambiguous, resolve_name, tied
 from brain.engine.records.review_queue import queue_review, review_row
+from brain.engine.records.schema import check_entity_type
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
@@ -207,11 +210,14 @@ def resolve_for_write(
     matches = resolve_name(
         store, txn, scope, ref.name, ref.type_, settings=ctx.resolution, field=f"{field}.name"
     )
-    if matches and not is_ambiguous(matches, ctx.resolution):
-        if matches[0].tier != "fuzzy":
-            owner = named_owner(store, txn, scope, ref, matches[0].entity_id)
-            return ENTITY_TAG + owner, []
-    elif matches:
+    ambiguous = bool(matches) and is_ambiguous(matches, ctx.resolution)
+    if matches and not ambiguous and matches[0].tier != "fuzzy":
+        owner = named_owner(store, txn, scope, ref, matches[0].entity_id)
+        return ENTITY_TAG + owner, []
+    # What follows makes an entity of the name's type, or a pending name that
+    # becomes one when decided ``distinct``: either needs a declared type.
+    check_entity_type(store, txn, scope, ref.type_, f"{field}.type")
+    if ambiguous:
         return _pending(ctx, scope, ref, tied(matches, ctx.resolution))
     entity_id = ctx.ids.new()
     row = new_row(

@@ -80,6 +80,9 @@ _DIRECTION_TABLES: Final = {
 }
 """Which end index a direction scans."""
 
+_OTHER_END: Final = {RELATION_BY_FROM: RELATION_BY_TO, RELATION_BY_TO: RELATION_BY_FROM}
+"""The end index that finds a symmetric relation from its other end."""
+
 
 def _type_hash(type_: str) -> bytes:
     return hashlib.sha256(type_.encode("utf-8")).digest()[:_TYPE_HASH_BYTES]
@@ -220,22 +223,33 @@ def edges_of(
     *,
     direction: str,
     types: Collection[str] | None,
+    symmetric: Collection[str] = (),
 ) -> list[tuple[bytes, bytes]]:
     """``(recorded_at ‖ id, id)`` of every relation touching one of ``end_keys`` in
     ``direction`` (``out``, ``in`` or ``both``), of ``types`` (all when None), in record
     order; a relation seen from both ends appears once. The first item is the LIST
-    cursor."""
+    cursor.
+
+    A relation of a type in ``symmetric`` holds both ways, so ``out`` and ``in`` also
+    find it from its other end: the other end index is scanned under those types'
+    hashes only, which keeps the other types' edges out of that scan's reach."""
     prefixes = [
         scope.key(end_key, *([] if t is None else [_type_hash(t)]))
         for end_key in end_keys
         for t in ([None] if types is None else sorted(set(types)))
     ]
+    tables = _DIRECTION_TABLES[direction]
+    scans = [(table, prefixes) for table in tables]
+    both_ways = set(symmetric) if types is None else set(symmetric) & set(types)
+    if len(tables) == 1 and both_ways:
+        reverse = [scope.key(k, _type_hash(t)) for k in end_keys for t in sorted(both_ways)]
+        scans.append((_OTHER_END[tables[0]], reverse))
     # Every end key has the same length (a subject key), so the position starts at
     # the same offset under each prefix.
     skip = len(scope.key()) + SUBJECT_KEY_BYTES + _TYPE_HASH_BYTES
     found: set[tuple[bytes, bytes]] = set()
-    for table in _DIRECTION_TABLES[direction]:
-        for prefix in prefixes:
+    for table, scanned in scans:
+        for prefix in scanned:
             for key in scan_keys(txn, store.table(table), prefix):
                 position = key[skip:]
                 found.add((position, position[_RECORDED_AT_BYTES:]))

@@ -20,6 +20,10 @@ Decisions where spec/01-wire.md and spec/02-data-model.md are silent:
   current relation is CARDINALITY_VIOLATION.
 - RELATION_LIST and RELATION_TRAVERSE on an entity id the scope does not hold
   answer NOT_FOUND, like a read by id.
+- A relation type the schema declares ``symmetric`` holds both ways in reads: an edge
+  of it is found from either end by RELATION_LIST and RELATION_TRAVERSE in every
+  direction, as if it were stated both ways (:func:`symmetric_types`). It is stored
+  once, as written, and cardinality reads its ends as written.
 - Traversal follows only ends that are entities (an end pending review is left
   out of the graph, spec/02-data-model.md §4), is bounded by :data:`MAX_EDGES_PER_NODE`
   and the request's node ``limit``, and stops once that limit is reached.
@@ -108,6 +112,7 @@ __all__ = [
     "read_get",
     "read_list",
     "read_traverse",
+    "symmetric_types",
 ]
 
 MANY_TO_MANY: Final = "many_to_many"
@@ -313,6 +318,12 @@ def plan_tombstone(
 # --- reads --------------------------------------------------------------------------------
 
 
+def symmetric_types(store: Store, txn: lmdb.Transaction, scope: Scope) -> frozenset[str]:
+    """The relation types the schema in force in ``scope`` declares symmetric."""
+    declared = schema.load_schema(store, txn, scope).relation_types
+    return frozenset(name for name, decl in declared.items() if decl.get("symmetric"))
+
+
 def _check_as_of(as_of: int | None, now: int) -> None:
     if as_of is not None and as_of > now:
         raise AsOfInFuture(f"as_of {as_of} is after the record clock ({now})", field="as_of")
@@ -346,7 +357,15 @@ def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> Relation
     more = False
     last = b""
     keys = keys_answering_as(ctx.store, ctx.txn, scope, end_key)
-    rows = edges_of(ctx.store, ctx.txn, scope, keys, direction=request.direction, types=types)
+    rows = edges_of(
+        ctx.store,
+        ctx.txn,
+        scope,
+        keys,
+        direction=request.direction,
+        types=types,
+        symmetric=symmetric_types(ctx.store, ctx.txn, scope),
+    )
     for position, relation_id in rows:
         if position <= after:
             continue
@@ -368,13 +387,15 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
     Each node is reached once, at its smallest hop; an edge is shown once, when
     both its ends are nodes. At most :data:`MAX_EDGES_PER_NODE` edges are
     expanded from one node, and the walk stops when ``limit`` nodes (the start
-    included) are reached.
+    included) are reached. An edge of a symmetric type is followed from either end,
+    whatever the direction.
     """
     _check_as_of(request.as_of, ctx.now)
     start = _entity_key(ctx, scope, request.from_, "from")
     direction = "both" if request.direction is None else request.direction
     filters = Filters(predicates=request.types, valid_at=request.valid_at, as_of=request.as_of)
     limit = DEFAULT_TRAVERSE_LIMIT if request.limit is None else request.limit
+    symmetric = symmetric_types(ctx.store, ctx.txn, scope)
     nodes = [TraversalNode(entity_id=start[1:], hop=0)]
     visited = {start}
     edges: list[Relation] = []
@@ -386,7 +407,13 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
             expanded = 0
             keys = keys_answering_as(ctx.store, ctx.txn, scope, key)
             rows = edges_of(
-                ctx.store, ctx.txn, scope, keys, direction=direction, types=request.types
+                ctx.store,
+                ctx.txn,
+                scope,
+                keys,
+                direction=direction,
+                types=request.types,
+                symmetric=symmetric,
             )
             for _, relation_id in rows:
                 if expanded == MAX_EDGES_PER_NODE:

@@ -1,8 +1,10 @@
 """The schema: declared predicates, relation types and entity types, for a namespace
 and per space.
 
-Undeclared predicates and types are open vocabulary: not stateful,
-many-to-many (spec/02-data-model.md §6). SCHEMA_PUT declares or redeclares entries and
+Undeclared predicates and relation types are open vocabulary: not stateful,
+many-to-many (spec/02-data-model.md §6). Entity types are open until the schema
+declares some; from then on a write that would make an entity of another type is
+refused (:func:`check_entity_type`). SCHEMA_PUT declares or redeclares entries and
 bumps the version; it never removes one, and a put that changes nothing
 answers the current version and writes nothing. A declaration applies to writes
 from its record time on; it does not rewrite statements already stored
@@ -35,6 +37,7 @@ from brain.engine.store.tables import SCHEMA
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
+from brain.errors import InvalidArgument
 from brain.wire.messages.schema_ops import (
     PredicateDecl,
     RelationTypeDecl,
@@ -51,6 +54,7 @@ __all__ = [
     "OPEN_CARDINALITY",
     "SpaceSchema",
     "cardinality_of",
+    "check_entity_type",
     "load_schema",
     "plan_schema_put",
     "read_schema_get",
@@ -186,6 +190,23 @@ def cardinality_of(store: Store, txn: lmdb.Transaction, scope: Scope, type_name:
     """The declared cardinality of a relation type (many_to_many when undeclared)."""
     decl = load_schema(store, txn, scope).relation_types.get(type_name)
     return str(decl["cardinality"]) if decl else OPEN_CARDINALITY
+
+
+def check_entity_type(
+    store: Store, txn: lmdb.Transaction, scope: Scope, type_: str | None, field: str
+) -> None:
+    """Refuse a new entity (or a pending name) of ``type_`` when the schema in force in
+    ``scope`` declares entity types and ``type_`` is not one of them: INVALID_ARGUMENT
+    naming ``field``. An untyped entity, and any type where none is declared, pass."""
+    if type_ is None:
+        return
+    declared = load_schema(store, txn, scope).entity_types
+    if declared and type_ not in declared:
+        raise InvalidArgument(
+            f"entity type {type_!r} is not one of the entity types the schema in force "
+            f"in space {scope.space!r} declares",
+            field=field,
+        )
 
 
 def plan_schema_put(

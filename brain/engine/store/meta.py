@@ -26,9 +26,10 @@ __all__ = [
     "stored_format",
 ]
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 """Version of the on-disk layout this build writes. Version 2 added
-``statement_by_subject_time``."""
+``statement_by_subject_time``; version 3 keys ``memory_by_text`` and ``memory_by_sha``
+on the normalised text's SHA-256 (:mod:`brain.engine.store.text_keys`)."""
 
 OLDEST_FORMAT: Final = 1
 """The oldest layout this build opens: a store of a version from here to

@@ -13,6 +13,13 @@ The steps, each from the version before:
 - **2**: ``statement_by_subject_time`` is written from ``statement_by_subject``
   (:func:`~brain.engine.store.statement_keys.subject_time_key`), one pass over
   keys, no row decoded.
+- **3**: ``memory_by_text`` and ``memory_by_sha`` are re-keyed from the SHA-256 of a
+  memory's exact text to its text key (:mod:`brain.engine.store.text_keys`), one
+  pass over each, decoding the memory row each entry names. A hard-forgotten
+  memory has no text and keeps its entry. Two active memories whose texts now
+  normalise alike leave ``memory_by_sha`` naming the one recorded first. The
+  forget ledger keeps its keys (it holds no text to key anew); ENCODE looks an
+  entry up under both.
 """
 
 from __future__ import annotations
@@ -25,8 +32,17 @@ import lmdb
 
 from brain.engine.store.env import Store
 from brain.engine.store.meta import FORMAT_VERSION, OLDEST_FORMAT, stamp_format, stored_format
-from brain.engine.store.statement_keys import subject_time_key
-from brain.engine.store.tables import STATEMENT_BY_SUBJECT, STATEMENT_BY_SUBJECT_TIME
+from brain.engine.store.rows import decode_row
+from brain.engine.store.scope import SCOPE_PREFIX_BYTES
+from brain.engine.store.statement_keys import RECORD_ID_BYTES, subject_time_key
+from brain.engine.store.tables import (
+    MEMORIES,
+    MEMORY_BY_SHA,
+    MEMORY_BY_TEXT,
+    STATEMENT_BY_SUBJECT,
+    STATEMENT_BY_SUBJECT_TIME,
+)
+from brain.engine.store.text_keys import text_key
 
 __all__ = ["STEPS", "upgrade_format"]
 
@@ -47,7 +63,52 @@ def _subject_time_index(store: Store, txn: lmdb.Transaction) -> int:
     return int(added)
 
 
-STEPS: Final[dict[int, Step]] = {2: _subject_time_index}
+def _memory_text_keys(store: Store, txn: lmdb.Transaction) -> int:
+    """Version 3: ``memory_by_text`` and ``memory_by_sha`` keyed on each memory's text
+    key. Every entry is derived afresh from the row it names, so a key already in the
+    new form stays as it is."""
+    memories = store.table(MEMORIES)
+    by_text = store.table(MEMORY_BY_TEXT)
+    old_text = [bytes(k) for k in txn.cursor(db=by_text).iternext(values=False)]
+    new_text: list[bytes] = []
+    for key in old_text:
+        scope, memory_id = key[:SCOPE_PREFIX_BYTES], key[-RECORD_ID_BYTES:]
+        row = _memory_row(txn, memories, scope + memory_id)
+        text = None if row is None else row.get("text")
+        digest = key[SCOPE_PREFIX_BYTES:-RECORD_ID_BYTES]
+        new_text.append(scope + (text_key(text) if isinstance(text, str) else digest) + memory_id)
+    txn.drop(by_text, delete=False)
+    _, written = txn.cursor(db=by_text).putmulti((k, b"") for k in new_text)
+    by_sha = store.table(MEMORY_BY_SHA)
+    firsts: dict[bytes, tuple[bytes, bytes]] = {}
+    entries = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=by_sha).iternext()]
+    for sha_key, memory_id in entries:
+        scope = sha_key[:SCOPE_PREFIX_BYTES]
+        row = _memory_row(txn, memories, scope + memory_id)
+        if row is None or "forgotten" in row:
+            continue  # an entry naming no active memory: no write would have left it
+        text, recorded = row.get("text"), row.get("recorded_at")
+        assert isinstance(text, str) and isinstance(recorded, int)
+        new_key = scope + text_key(text)
+        order = recorded.to_bytes(8, "big") + memory_id
+        if new_key not in firsts or order < firsts[new_key][0]:
+            firsts[new_key] = (order, memory_id)
+    txn.drop(by_sha, delete=False)
+    _, added = txn.cursor(db=by_sha).putmulti(
+        sorted((k, first) for k, (_, first) in firsts.items())
+    )
+    return int(written) + int(added)
+
+
+def _memory_row(
+    txn: lmdb.Transaction, memories: lmdb._Database, key: bytes
+) -> dict[str, object] | None:
+    """The memory row under ``key`` (scope prefix and id), or None."""
+    raw = txn.get(key, db=memories)
+    return None if raw is None else decode_row(bytes(raw))
+
+
+STEPS: Final[dict[int, Step]] = {2: _subject_time_index, 3: _memory_text_keys}
 """The step that brings a store to each version from the one before."""
 
 

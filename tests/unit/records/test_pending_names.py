@@ -33,6 +33,7 @@ from brain.wire.messages.relation_ops import (
     RelationTraverseOk,
 )
 from brain.wire.messages.review_ops import ReviewDecide, ReviewItem, ReviewList, ReviewListOk
+from brain.wire.messages.schema_ops import SchemaPut, SchemaPutOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
@@ -152,6 +153,21 @@ def test_a_fuzzy_tie_queues_an_item_and_a_clear_name_does_not(db: Database) -> N
     made = subject_of(db, say(db, NameRef(name="Bob Jones")))
     assert isinstance(made, EntityRef) and made.entity not in (smith, smyth)
     assert len(items(db)) == 1
+
+
+def test_a_tie_of_an_undeclared_entity_type_is_refused_not_queued(db: Database) -> None:
+    """A pending name becomes an entity of its type when decided ``distinct``, so once
+    entity types are declared it needs one of them, as a new entity does."""
+    entity(db, "Paris", "town"), entity(db, "paris", "town")
+    declared = run(db, Opcode.SCHEMA_PUT, SchemaPut(entity_types=("city",)))
+    assert isinstance(declared, SchemaPutOk)
+    with pytest.raises(InvalidArgument) as refused:
+        say(db, NameRef(name="Paris", type_="town"))
+    assert refused.value.field == "subject.type"
+    assert items(db) == []
+    # Untyped, the same tie is queued as before.
+    say(db, NameRef(name="Paris"))
+    assert [i.kind for i in items(db)] == ["ambiguous_entity"]
 
 
 def test_numbered_names_are_never_fuzzy_neighbours(db: Database) -> None:
