@@ -137,6 +137,7 @@ def _entity() -> dict[str, object]:
         "aliases": ["Alice", "A. Example"],
         "attributes": {"role": "engineer", "team": ["search", "infra"], "since": 2019},
         "created_at": T_FEB,
+        "recorded_at": T_MAY,
     }
 
 
@@ -405,8 +406,26 @@ def _entities() -> dict[str, Example]:
             "response": {"entity_id": ENTITY_ALICE, "lsn": 10},
         },
         "ENTITY_GET": {
-            "request": {"space": "work", "id": ENTITY_ALICE},
+            "request": {"space": "work", "id": ENTITY_ALICE, "as_of": T_JUN},
             "response": {"entity": _entity()},
+        },
+        "ENTITY_HISTORY": {
+            "request": {"space": "work", "id": ENTITY_ALICE},
+            "response": {
+                "versions": [
+                    {
+                        "id": ENTITY_ALICE,
+                        "name": "Alice",
+                        "type": "person",
+                        "aliases": [],
+                        "attributes": {},
+                        "created_at": T_FEB,
+                        "recorded_at": T_FEB,
+                        "record_invalidated_at": T_MAY,
+                    },
+                    _entity(),
+                ]
+            },
         },
         "ENTITY_UPDATE": {
             "request": {
@@ -434,7 +453,13 @@ def _entities() -> dict[str, Example]:
             "response": {"lsn": 71},
         },
         "ENTITY_RESOLVE": {
-            "request": {"space": "work", "name": "Alise", "type": "person", "limit": 5},
+            "request": {
+                "space": "work",
+                "name": "Alise",
+                "type": "person",
+                "limit": 5,
+                "as_of": T_JUN,
+            },
             "response": {
                 "matches": [
                     {"entity_id": ENTITY_ALICE, "name": "Alice", "score": 0.9, "tier": "fuzzy"},
@@ -450,6 +475,7 @@ def _entities() -> dict[str, Example]:
                 "prefix": "A",
                 "limit": 2,
                 "cursor": CURSOR,
+                "as_of": T_JUN,
             },
             "response": {
                 "entities": [
@@ -462,6 +488,7 @@ def _entities() -> dict[str, Example]:
                         "created_at": T_FEB,
                         "merged_into": ENTITY_ALICE,
                         "tombstoned_at": T_JUN,
+                        "recorded_at": T_JUN,
                     },
                 ],
                 "cursor": CURSOR,

@@ -26,6 +26,7 @@ from typing import Protocol
 from brain import cbor
 from brain.engine.dispatch import READS, WRITES
 from brain.engine.index.derive import index_entries
+from brain.engine.records.entity_history import history_entries
 from brain.engine.store.scope import Scope
 from brain.engine.write import budget, idempotency
 from brain.engine.write.change_log import change_entries
@@ -116,7 +117,8 @@ def plan_write(
         recorded_at=ctx.record_time,
     )
     indexed = index_entries(ctx, planned.scope, changes)
-    return changes + indexed + planned.rows + logged, planned.payload
+    history = history_entries(changes, ctx.record_time)
+    return changes + indexed + history + planned.rows + logged, planned.payload
 
 
 def plan_single(

@@ -621,9 +621,17 @@ class AsyncBrain:
             )
         )
 
-    async def get_entity(self, entity: IdLike, *, space: str | None = None) -> results.Entity:
-        """ENTITY_GET: one entity by id."""
-        return await self._run(operations.get_entity(entity, space=self._space(space)))
+    async def get_entity(
+        self, entity: IdLike, *, as_of: TimeLike | None = None, space: str | None = None
+    ) -> results.Entity:
+        """ENTITY_GET: one entity by id, as it is now or as it was believed at ``as_of``."""
+        return await self._run(operations.get_entity(entity, as_of=as_of, space=self._space(space)))
+
+    async def entity_history(
+        self, entity: IdLike, *, space: str | None = None
+    ) -> tuple[results.Entity, ...]:
+        """ENTITY_HISTORY: every version of the entity on the record axis, oldest first."""
+        return await self._run(operations.entity_history(entity, space=self._space(space)))
 
     async def update_entity(
         self,
@@ -682,11 +690,14 @@ class AsyncBrain:
         *,
         type_: str | None = None,
         limit: int | None = None,
+        as_of: TimeLike | None = None,
         space: str | None = None,
     ) -> results.Resolution:
         """ENTITY_RESOLVE: which entities ``name`` means, by exact name, alias, then fuzzy."""
         return await self._run(
-            operations.resolve_entity(name, type_=type_, limit=limit, space=self._space(space))
+            operations.resolve_entity(
+                name, type_=type_, limit=limit, as_of=as_of, space=self._space(space)
+            )
         )
 
     async def list_entities(
@@ -696,13 +707,19 @@ class AsyncBrain:
         prefix: str | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        as_of: TimeLike | None = None,
         space: str | None = None,
     ) -> results.EntityPage:
         """ENTITY_LIST: entities, optionally of one type or with a name prefix; pass the
         page's ``cursor`` back for the next page."""
         return await self._run(
             operations.list_entities(
-                type_=type_, prefix=prefix, limit=limit, cursor=cursor, space=self._space(space)
+                type_=type_,
+                prefix=prefix,
+                limit=limit,
+                cursor=cursor,
+                as_of=as_of,
+                space=self._space(space),
             )
         )
 
@@ -938,6 +955,8 @@ class AsyncBrain:
     async def call(self, request: entity_ops.EntityList) -> entity_ops.EntityListOk: ...
     @overload
     async def call(self, request: entity_ops.EntityTombstone) -> entity_ops.EntityTombstoneOk: ...
+    @overload
+    async def call(self, request: entity_ops.EntityHistory) -> entity_ops.EntityHistoryOk: ...
     @overload
     async def call(
         self, request: statement_ops.StatementCreate

@@ -461,14 +461,31 @@ def create_entity(
     )
 
 
-def get_entity(entity: IdLike, *, space: str) -> Op[results.Entity]:
+def get_entity(entity: IdLike, *, as_of: TimeLike | None, space: str) -> Op[results.Entity]:
     """ENTITY_GET."""
-    request = entity_ops.EntityGet(space=space, id=requests.record_id(entity, argument="entity"))
+    request = entity_ops.EntityGet(
+        space=space,
+        id=requests.record_id(entity, argument="entity"),
+        as_of=optional_nanos(as_of, argument="as_of"),
+    )
     return _op(
         Opcode.ENTITY_GET,
         request,
         entity_ops.EntityGetOk,
         lambda a: results.Entity.from_wire(a.entity),
+    )
+
+
+def entity_history(entity: IdLike, *, space: str) -> Op[tuple[results.Entity, ...]]:
+    """ENTITY_HISTORY."""
+    request = entity_ops.EntityHistory(
+        space=space, id=requests.record_id(entity, argument="entity")
+    )
+    return _op(
+        Opcode.ENTITY_HISTORY,
+        request,
+        entity_ops.EntityHistoryOk,
+        lambda a: tuple(results.Entity.from_wire(e) for e in a.versions),
     )
 
 
@@ -529,10 +546,16 @@ def unmerge_entities(
 
 
 def resolve_entity(
-    name: str, *, type_: str | None, limit: int | None, space: str
+    name: str, *, type_: str | None, limit: int | None, as_of: TimeLike | None, space: str
 ) -> Op[results.Resolution]:
     """ENTITY_RESOLVE."""
-    request = entity_ops.EntityResolve(space=space, name=name, type_=type_, limit=limit)
+    request = entity_ops.EntityResolve(
+        space=space,
+        name=name,
+        type_=type_,
+        limit=limit,
+        as_of=optional_nanos(as_of, argument="as_of"),
+    )
     return _op(
         Opcode.ENTITY_RESOLVE, request, entity_ops.EntityResolveOk, results.Resolution.from_wire
     )
@@ -544,11 +567,17 @@ def list_entities(
     prefix: str | None,
     limit: int | None,
     cursor: bytes | None,
+    as_of: TimeLike | None,
     space: str,
 ) -> Op[results.EntityPage]:
     """ENTITY_LIST."""
     request = entity_ops.EntityList(
-        space=space, type_=type_, prefix=prefix, limit=limit, cursor=cursor
+        space=space,
+        type_=type_,
+        prefix=prefix,
+        limit=limit,
+        cursor=cursor,
+        as_of=optional_nanos(as_of, argument="as_of"),
     )
     return _op(Opcode.ENTITY_LIST, request, entity_ops.EntityListOk, results.EntityPage.from_wire)
 

@@ -262,7 +262,9 @@ class Statement:
 
 @dataclass(frozen=True, slots=True)
 class Entity:
-    """An entity: a canonical thing with a name, aliases and attributes."""
+    """An entity: a canonical thing with a name, aliases and attributes, as one version
+    shows it: believed from ``recorded_at`` until ``record_invalidated_at`` (None while
+    it is the current version)."""
 
     id: RecordId
     name: str
@@ -272,6 +274,8 @@ class Entity:
     created_at: Instant
     merged_into: RecordId | None
     tombstoned_at: Instant | None
+    recorded_at: Instant
+    record_invalidated_at: Instant | None
     wire: wire_records.Entity
 
     @classmethod
@@ -286,6 +290,8 @@ class Entity:
             created_at=Instant(wire.created_at),
             merged_into=_opt_id(wire.merged_into),
             tombstoned_at=optional_instant(wire.tombstoned_at),
+            recorded_at=Instant(wire.recorded_at),
+            record_invalidated_at=optional_instant(wire.record_invalidated_at),
             wire=wire,
         )
 

@@ -496,9 +496,17 @@ class Brain:
             )
         )
 
-    def get_entity(self, entity: IdLike, *, space: str | None = None) -> results.Entity:
-        """ENTITY_GET: one entity by id."""
-        return self._run(operations.get_entity(entity, space=self._space(space)))
+    def get_entity(
+        self, entity: IdLike, *, as_of: TimeLike | None = None, space: str | None = None
+    ) -> results.Entity:
+        """ENTITY_GET: one entity by id, as it is now or as it was believed at ``as_of``."""
+        return self._run(operations.get_entity(entity, as_of=as_of, space=self._space(space)))
+
+    def entity_history(
+        self, entity: IdLike, *, space: str | None = None
+    ) -> tuple[results.Entity, ...]:
+        """ENTITY_HISTORY: every version of the entity on the record axis, oldest first."""
+        return self._run(operations.entity_history(entity, space=self._space(space)))
 
     def update_entity(
         self,
@@ -557,11 +565,14 @@ class Brain:
         *,
         type_: str | None = None,
         limit: int | None = None,
+        as_of: TimeLike | None = None,
         space: str | None = None,
     ) -> results.Resolution:
         """ENTITY_RESOLVE: which entities ``name`` means, by exact name, alias, then fuzzy."""
         return self._run(
-            operations.resolve_entity(name, type_=type_, limit=limit, space=self._space(space))
+            operations.resolve_entity(
+                name, type_=type_, limit=limit, as_of=as_of, space=self._space(space)
+            )
         )
 
     def list_entities(
@@ -571,13 +582,19 @@ class Brain:
         prefix: str | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        as_of: TimeLike | None = None,
         space: str | None = None,
     ) -> results.EntityPage:
         """ENTITY_LIST: entities, optionally of one type or with a name prefix; pass the
         page's ``cursor`` back for the next page."""
         return self._run(
             operations.list_entities(
-                type_=type_, prefix=prefix, limit=limit, cursor=cursor, space=self._space(space)
+                type_=type_,
+                prefix=prefix,
+                limit=limit,
+                cursor=cursor,
+                as_of=as_of,
+                space=self._space(space),
             )
         )
 
@@ -813,6 +830,8 @@ class Brain:
     def call(self, request: entity_ops.EntityList) -> entity_ops.EntityListOk: ...
     @overload
     def call(self, request: entity_ops.EntityTombstone) -> entity_ops.EntityTombstoneOk: ...
+    @overload
+    def call(self, request: entity_ops.EntityHistory) -> entity_ops.EntityHistoryOk: ...
     @overload
     def call(self, request: statement_ops.StatementCreate) -> statement_ops.StatementCreateOk: ...
     @overload

@@ -65,6 +65,7 @@ class Opcode(enum.IntEnum):
     ENTITY_RESOLVE = 0x0136
     ENTITY_LIST = 0x0137
     ENTITY_TOMBSTONE = 0x0138
+    ENTITY_HISTORY = 0x0139
     STATEMENT_CREATE = 0x0140
     STATEMENT_GET = 0x0141
     STATEMENT_SUPERSEDE = 0x0142
@@ -115,6 +116,7 @@ _PERMISSION: Final[dict[Opcode, Permission | None]] = {
     Opcode.ENTITY_RESOLVE: _R,
     Opcode.ENTITY_LIST: _R,
     Opcode.ENTITY_TOMBSTONE: _W,
+    Opcode.ENTITY_HISTORY: _R,
     Opcode.STATEMENT_CREATE: _W,
     Opcode.STATEMENT_GET: _R,
     Opcode.STATEMENT_SUPERSEDE: _W,

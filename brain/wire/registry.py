@@ -54,6 +54,7 @@ MESSAGES: Final[dict[Opcode, tuple[type[Message], type[Message]]]] = {
     Opcode.ENTITY_RESOLVE: (entity_ops.EntityResolve, entity_ops.EntityResolveOk),
     Opcode.ENTITY_LIST: (entity_ops.EntityList, entity_ops.EntityListOk),
     Opcode.ENTITY_TOMBSTONE: (entity_ops.EntityTombstone, entity_ops.EntityTombstoneOk),
+    Opcode.ENTITY_HISTORY: (entity_ops.EntityHistory, entity_ops.EntityHistoryOk),
     Opcode.STATEMENT_CREATE: (statement_ops.StatementCreate, statement_ops.StatementCreateOk),
     Opcode.STATEMENT_GET: (statement_ops.StatementGet, statement_ops.StatementGetOk),
     Opcode.STATEMENT_SUPERSEDE: (

@@ -30,6 +30,7 @@ from brain.engine.admin.jsonl_codecs import Fields, ShowContext, show_vector
 from brain.engine.admin.jsonl_fields import (
     AUDIT,
     ENTITY,
+    ENTITY_VERSION,
     MEMORY,
     MENTIONS,
     MERGE,
@@ -51,6 +52,7 @@ from brain.engine.admin.jsonl_format import (
 from brain.engine.admin.jsonl_values import VECTOR_ENCODINGS, iso_time
 from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC
 from brain.engine.index.vectors import LABEL_BYTES
+from brain.engine.records.entity_history import versions
 from brain.engine.records.schema import schema_scope
 from brain.engine.store import tables
 from brain.engine.store.env import Store
@@ -282,9 +284,18 @@ def _audit(snap: _Snapshot, ctx: ShowContext, key: bytes, value: bytes) -> dict[
     return {"id": rest[2 * _U64 :].hex(), **AUDIT.show(row, ctx)}
 
 
+def _entity(snap: _Snapshot, ctx: ShowContext, key: bytes, value: bytes) -> dict[str, object]:
+    body: dict[str, object] = {"id": _id_of(key).hex(), **ENTITY.show(_map(value), ctx)}
+    body["versions"] = [
+        ENTITY_VERSION.show({**decode_row(raw), "recorded_at": at}, ctx)
+        for at, raw in versions(snap.store, snap.txn, key)
+    ]
+    return body
+
+
 _BODIES: Final[dict[str, Body]] = {
     "schema": _schema,
-    "entity": _simple(ENTITY),
+    "entity": _entity,
     "merge": _simple(MERGE),
     "review": _review,
     "memory": _memory,

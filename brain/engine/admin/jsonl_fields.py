@@ -34,6 +34,7 @@ from brain.engine.admin.jsonl_codecs import (
 __all__ = [
     "AUDIT",
     "ENTITY",
+    "ENTITY_VERSION",
     "EVIDENCE",
     "MEMORY",
     "MENTIONS",
@@ -118,6 +119,14 @@ _ENTITY_FIELDS: Final = (
 
 ENTITY: Final = Fields("entity", _ENTITY_FIELDS, scoped=True)
 """An entity row (``entities``)."""
+
+ENTITY_VERSION: Final = Fields(
+    "entity version",
+    (Field("recorded_at", RECORD_TIME, required=True), *_ENTITY_FIELDS),
+    scoped=True,
+)
+"""One version of an entity row (``entity_versions``): the row believed from
+``recorded_at`` until the next version's, held in the entity line's ``versions``."""
 
 _ENTITY_ROW: Final = nested(Fields("entity row", _ENTITY_FIELDS, scoped=True))
 """An entity row held in a merge record: its own ``namespace`` and ``space``, which

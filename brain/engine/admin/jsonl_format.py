@@ -24,8 +24,11 @@ from brain.engine.store.tables import (
     EMBED_QUEUE,
     ENTITIES,
     ENTITY_ABSORBED,
+    ENTITY_ABSORBED_EVENTS,
     ENTITY_BY_NAME,
     ENTITY_MERGES,
+    ENTITY_NAME_EVENTS,
+    ENTITY_VERSIONS,
     FORGET_LEDGER,
     LEX_DOCS,
     LEX_POSTINGS,
@@ -100,11 +103,12 @@ LINE_TYPES: Final = tuple(TYPE_TABLES)
 """The record line types in the order a file holds them."""
 
 LINE_TABLES: Final = frozenset(
-    {*TYPE_TABLES.values(), MENTIONS, STATEMENT_STATE, RELATION_STATE, VECTORS}
+    {*TYPE_TABLES.values(), MENTIONS, STATEMENT_STATE, RELATION_STATE, VECTORS, ENTITY_VERSIONS}
 )
 """The tables whose rows the lines hold: one row per line, and the rows of the same
-id beside it (a memory's mentions, a statement's or relation's state; the vectors
-only when the export writes them, else the importing server embeds again)."""
+id beside it (a memory's mentions, a statement's or relation's state, an entity's
+versions; the vectors only when the export writes them, else the importing server
+embeds again)."""
 
 REBUILT_TABLES: Final = frozenset(
     {
@@ -114,6 +118,8 @@ REBUILT_TABLES: Final = frozenset(
         MENTION_STATS,
         ENTITY_BY_NAME,
         ENTITY_ABSORBED,
+        ENTITY_NAME_EVENTS,
+        ENTITY_ABSORBED_EVENTS,
         STATEMENT_BY_SUBJECT,
         STATEMENT_BY_TIME,
         STATEMENT_CURRENT,

@@ -40,6 +40,7 @@ from brain.engine.admin.jsonl_codecs import (
 from brain.engine.admin.jsonl_fields import (
     AUDIT,
     ENTITY,
+    ENTITY_VERSION,
     MEMORY,
     MENTIONS,
     MERGE,
@@ -391,9 +392,45 @@ def _schema(reader: _Reader, number: int, line: dict[str, object], ctx: ReadCont
 
 def _entity(reader: _Reader, number: int, line: dict[str, object], ctx: ReadContext) -> None:
     entity_id = _record_id(line)
-    row = _body(ENTITY, line, ctx)
-    reader.put(number, tables.ENTITIES, reader.prefix + entity_id, cbor.encode(row))
+    row = _body(ENTITY, line, ctx, "versions")
+    key = reader.prefix + entity_id
+    reader.put(number, tables.ENTITIES, key, cbor.encode(row))
     reader.space.entities[entity_id] = row
+    found = _versions(line, row, ctx)
+    for at, version in found:
+        reader.put(
+            number, tables.ENTITY_VERSIONS, key + at.to_bytes(_U64, "big"), cbor.encode(version)
+        )
+    reader.space.entity_versions[entity_id] = found
+
+
+def _versions(
+    line: dict[str, object], row: dict[str, object], ctx: ReadContext
+) -> list[tuple[int, dict[str, object]]]:
+    """An entity line's versions, oldest first: its ``versions``, whose last must be the
+    line's row; without them (a file written before entities had a record axis), the
+    row alone, believed since the entity's creation."""
+    if "versions" not in line:
+        created = row["created_at"]
+        assert isinstance(created, int)
+        return [(created, row)]
+    items = line["versions"]
+    if not isinstance(items, list) or not items:
+        raise FieldError("versions", "must be a non-empty array of entity versions")
+    found: list[tuple[int, dict[str, object]]] = []
+    for index, item in enumerate(items):
+        path = f"versions[{index}]"
+        if not isinstance(item, dict):
+            raise FieldError(path, "must be an object (entity version)")
+        version = ENTITY_VERSION.read(item, path, ctx)
+        at = version.pop("recorded_at")
+        assert isinstance(at, int)
+        if found and at <= found[-1][0]:
+            raise FieldError(f"{path}.recorded_at", "must be after the version before it")
+        found.append((at, version))
+    if cbor.encode(found[-1][1]) != cbor.encode(row):
+        raise FieldError("versions", "the last version must be the entity as the line holds it")
+    return found
 
 
 def _merge(reader: _Reader, number: int, line: dict[str, object], ctx: ReadContext) -> None:

@@ -40,9 +40,10 @@ from brain.engine.index import lexical
 from brain.engine.index.documents import MEMORY_DOC, STATEMENT_DOC, statement_words
 from brain.engine.index.upkeep import index_document
 from brain.engine.index.vectors import LABEL_BYTES
+from brain.engine.records.entity_history import history_entries
 from brain.engine.records.entity_rows import MAX_MERGE_HOPS, index_changes, index_names
 from brain.engine.records.mentions import name_index_changes
-from brain.engine.records.refs import ENTITY_TAG, PENDING_TAG, absorb, pending_name_key
+from brain.engine.records.refs import ENTITY_TAG, PENDING_TAG, absorb, pending_name_key, release
 from brain.engine.records.relation_rows import insert_changes
 from brain.engine.records.review_queue import open_key
 from brain.engine.records.statements import index_rows
@@ -79,6 +80,8 @@ class SpaceRecords:
     memories: dict[bytes, dict[str, object]] = field(default_factory=dict)
     mentions: dict[bytes, dict[str, object]] = field(default_factory=dict)
     entities: dict[bytes, dict[str, object]] = field(default_factory=dict)
+    entity_versions: dict[bytes, list[tuple[int, dict[str, object]]]] = field(default_factory=dict)
+    """Each entity's versions, oldest first, with their ``recorded_at``."""
     reviews: dict[bytes, dict[str, object]] = field(default_factory=dict)
     statements: Versions = field(default_factory=dict)
     relations: Versions = field(default_factory=dict)
@@ -122,6 +125,7 @@ def rebuilt_rows(space: SpaceRecords) -> dict[tuple[bytes, bytes], bytes]:
         kept = entity.get("merged_into")
         if isinstance(kept, bytes):
             rows.apply([absorb(scope, kept, ENTITY_TAG + entity_id)])
+        rows.apply(_entity_events(scope, entity_id, space.entity_versions.get(entity_id, [])))
     _reviews(space, rows)
     for statement_id, (content, state) in space.statements.items():
         rows.apply(index_rows(scope, statement_id, content, current=_current(state)))
@@ -166,6 +170,28 @@ def _memories(space: SpaceRecords, rows: _Rows) -> None:
     rows.apply([Put(MEMORY_BY_SHA, scope.key(key), first) for key, (_, first) in active.items()])
 
 
+def _entity_events(
+    scope: Scope, entity_id: bytes, found: list[tuple[int, dict[str, object]]]
+) -> list[Change]:
+    """The name-index and absorbed-key history of an entity, from its versions: what
+    the writes that made each version logged beside it (:func:`history_entries`)."""
+    events: list[Change] = []
+    names: set[str] = set()
+    kept: object = None
+    for at, row in found:
+        now = index_names(row)
+        changes = index_changes(scope, entity_id, names, now)
+        target = row.get("merged_into")
+        if target != kept:
+            if isinstance(kept, bytes):
+                changes.append(release(scope, kept, ENTITY_TAG + entity_id))
+            if isinstance(target, bytes):
+                changes.append(absorb(scope, target, ENTITY_TAG + entity_id))
+        events += history_entries(changes, at)
+        names, kept = now, target
+    return events
+
+
 def _u64_of(value: object) -> bytes:
     """A record time as the big-endian bytes that sort as it does."""
     assert isinstance(value, int)
@@ -186,7 +212,11 @@ def _reviews(space: SpaceRecords, rows: _Rows) -> None:
                 rows.apply([Put(REVIEWS_BY_NAME, pending_name_key(scope, name, type_), review_id)])
         chosen = review.get("resolved_to")
         if ambiguous and isinstance(chosen, bytes):
-            rows.apply([absorb(scope, chosen, PENDING_TAG + review_id)])
+            given = [absorb(scope, chosen, PENDING_TAG + review_id)]
+            rows.apply(given)
+            decided = review.get("decided_at")
+            if isinstance(decided, int):
+                rows.apply(history_entries(given, decided))
 
 
 def _answers_as_name(space: SpaceRecords, key: bytes) -> str:

@@ -101,9 +101,13 @@ def lexical_arm(ctx: ReadContext, scope: Scope, retrieval: Retrieval, cue: str, 
 
 def graph_arm(ctx: ReadContext, scope: Scope, request: Recall, filters: Filters, n: int) -> Scored:
     """The ``n`` records best connected to the entities the cue names and the anchor."""
-    starts = cue_entities(ctx.store, ctx.txn, scope, request.cue, ctx.resolution)
+    starts = cue_entities(
+        ctx.store, ctx.txn, scope, request.cue, ctx.resolution, as_of=filters.as_of
+    )
     if request.entity_anchor is not None:
-        anchored = answers_as(ctx.store, ctx.txn, scope, ENTITY_TAG + request.entity_anchor)
+        anchored = answers_as(
+            ctx.store, ctx.txn, scope, ENTITY_TAG + request.entity_anchor, as_of=filters.as_of
+        )
         starts.add(anchored[1:])
     return graph_search(
         ctx.store, ctx.txn, scope, starts=starts, filters=filters, limit=n, cue=request.cue

@@ -128,12 +128,18 @@ def _ngrams(cue: str) -> list[str]:
 
 
 def _fuzzy_names(
-    store: Store, txn: lmdb.Transaction, scope: Scope, queries: list[str], settings: Resolution
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    queries: list[str],
+    settings: Resolution,
+    *,
+    as_of: int | None,
 ) -> set[bytes]:
     """Entities the fuzzy tier finds for any of ``queries``: each query's best and ties."""
     if not queries:
         return set()
-    names, owners = name_index(store, txn, scope)
+    names, owners = name_index(store, txn, scope, as_of=as_of)
     if not names:
         return set()
     cutoff = settings.fuzzy_threshold * 100
@@ -154,33 +160,40 @@ def _fuzzy_names(
 
 
 def cue_entities(
-    store: Store, txn: lmdb.Transaction, scope: Scope, cue: str, settings: Resolution
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    cue: str,
+    settings: Resolution,
+    *,
+    as_of: int | None = None,
 ) -> set[bytes]:
-    """Live entities the cue names (exact, alias, then fuzzy), as entity ids."""
+    """Live entities the cue names (exact, alias, then fuzzy), as entity ids: among the
+    entities as they are now, or as believed at ``as_of`` (spec/03-time.md §5)."""
     found: set[bytes] = set()
     unmatched: list[str] = []
     for gram in _ngrams(cue):
         if not normalise_name(gram):
             continue
-        exact, alias = exact_candidates(store, txn, scope, gram, None)
+        exact, alias = exact_candidates(store, txn, scope, gram, None, as_of=as_of)
         matches = exact or alias
         if matches:
             found.update(entity_id for entity_id, _ in matches)
         elif len(gram) >= FUZZY_MIN_CHARS and len(unmatched) < MAX_FUZZY_NGRAMS:
             unmatched.append(gram)
-    for entity_id in _fuzzy_names(store, txn, scope, unmatched, settings):
-        row = entity_row(store, txn, scope, entity_id)
+    for entity_id in _fuzzy_names(store, txn, scope, unmatched, settings, as_of=as_of):
+        row = entity_row(store, txn, scope, entity_id, as_of=as_of)
         if row is not None and is_live(row):
             found.add(entity_id)
     return found
 
 
 def _statements_of(
-    store: Store, txn: lmdb.Transaction, scope: Scope, entity: bytes
+    store: Store, txn: lmdb.Transaction, scope: Scope, entity: bytes, as_of: int | None
 ) -> list[tuple[bytes, bool]]:
     """``(statement id, entity is its subject)`` for statements naming ``entity``."""
     found: list[tuple[bytes, bool]] = []
-    for key in keys_answering_as(store, txn, scope, ENTITY_TAG + entity):
+    for key in keys_answering_as(store, txn, scope, ENTITY_TAG + entity, as_of=as_of):
         for table, as_subject, tail in (
             (STATEMENT_BY_SUBJECT, True, 16),
             (STATEMENT_BY_OBJECT, False, 16),
@@ -224,7 +237,7 @@ def _neighbours(
 ) -> list[bytes]:
     """The end keys of the relations of ``entity`` that the walk's filters keep."""
     found: list[bytes] = []
-    keys = keys_answering_as(store, txn, scope, ENTITY_TAG + entity)
+    keys = keys_answering_as(store, txn, scope, ENTITY_TAG + entity, as_of=filters.as_of)
     followed = 0
     for _, relation_id in edges_of(store, txn, scope, keys, direction="both", types=None):
         if followed >= MAX_EDGES_PER_ENTITY:
@@ -248,7 +261,13 @@ def _cue_names(cue: str) -> list[str]:
 
 
 def _name_groups(
-    store: Store, txn: lmdb.Transaction, scope: Scope, starts: list[bytes], cue: str
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    starts: list[bytes],
+    cue: str,
+    *,
+    as_of: int | None,
 ) -> list[list[str]]:
     """What the cue names, each as the normalised names a memory may mention it by:
     one group per starting entity (its name and aliases, merged-away names among
@@ -257,7 +276,7 @@ def _name_groups(
     groups: list[list[str]] = []
     claimed: set[str] = set()
     for entity in starts:
-        names = sorted(index_names(entity_row(store, txn, scope, entity)) - claimed)
+        names = sorted(index_names(entity_row(store, txn, scope, entity, as_of=as_of)) - claimed)
         claimed.update(names)
         groups.append(names)
     groups += [[name] for name in _cue_names(cue) if name not in claimed]
@@ -272,7 +291,13 @@ def _name_groups(
 
 
 def _memory_scores(
-    store: Store, txn: lmdb.Transaction, scope: Scope, starts: list[bytes], cue: str
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    starts: list[bytes],
+    cue: str,
+    *,
+    as_of: int | None,
 ) -> dict[bytes, float]:
     """The memories mentioning what the cue names, by document key, each scored by the
     rarity of what it mentions (spec/04-retrieval.md §4): the sum over the groups of
@@ -283,7 +308,7 @@ def _memory_scores(
     if total <= 0:
         return {}
     weighed: list[tuple[float, list[tuple[float, str]]]] = []
-    for group in _name_groups(store, txn, scope, starts, cue):
+    for group in _name_groups(store, txn, scope, starts, cue, as_of=as_of):
         rarity = []
         for name in group:
             df = name_frequency(store, txn, scope, name)
@@ -325,13 +350,14 @@ def graph_search(
     ``filters`` are the request's: only the walk honours them (:func:`walk_filters`);
     the candidates are left to the filter chain."""
     walk = walk_filters(filters)
-    hops = {answers_as(store, txn, scope, ENTITY_TAG + e)[1:]: 0 for e in starts}
+    as_of = filters.as_of
+    hops = {answers_as(store, txn, scope, ENTITY_TAG + e, as_of=as_of)[1:]: 0 for e in starts}
     frontier = sorted(hops)
     scores: dict[bytes, float] = {}
     for hop in range(MAX_HOPS + 1):
         others: list[bytes] = []  # subject keys one step further
         for entity in frontier:
-            for statement_id, as_subject in _statements_of(store, txn, scope, entity):
+            for statement_id, as_subject in _statements_of(store, txn, scope, entity, as_of):
                 loaded = get_loaded(store, txn, scope, statement_id, "id")
                 if loaded.retracted:
                     continue
@@ -346,7 +372,7 @@ def graph_search(
                 others += _neighbours(store, txn, scope, entity, walk)
         frontier = []
         for other in others:
-            shown = answers_as(store, txn, scope, other)
+            shown = answers_as(store, txn, scope, other, as_of=as_of)
             if shown[:1] != ENTITY_TAG or shown[1:] in hops or len(hops) >= MAX_GRAPH_ENTITIES:
                 continue
             hops[shown[1:]] = hop + 1
@@ -354,7 +380,9 @@ def graph_search(
         if not frontier or hop == MAX_HOPS:
             break
     scores.update(
-        _memory_scores(store, txn, scope, sorted(e for e, h in hops.items() if h == 0), cue)
+        _memory_scores(
+            store, txn, scope, sorted(e for e, h in hops.items() if h == 0), cue, as_of=as_of
+        )
     )
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0][1:], item[0]))
     return ranked[:limit]

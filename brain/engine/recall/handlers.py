@@ -107,7 +107,7 @@ def read_recall(ctx: ReadContext, scope: Scope, request: Recall) -> RecallOk:
     the account of how."""
     found = search(ctx, scope, request, account=bool(request.explain))
     # Hits about one entity show it as what it answers as, worked out once for all.
-    answers = AnswersAs(ctx.store, ctx.txn, scope)
+    answers = AnswersAs(ctx.store, ctx.txn, scope, as_of=request.as_of)
     hits = tuple(_hit(ctx, scope, request, c, answers) for c in found.hits)
     return RecallOk(
         hits=hits,

@@ -41,13 +41,14 @@ Decisions where the wire spec is silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import lmdb
 
 from brain import cbor
 from brain.engine.records.audit import audit_entry
+from brain.engine.records.entity_history import TIME_BYTES
 from brain.engine.records.entity_rows import (
     ENTITY_ID_BYTES,
     MAX_MERGE_HOPS,
@@ -56,11 +57,13 @@ from brain.engine.records.entity_rows import (
     check_name,
     decode_row,
     entity_row,
+    entity_versions,
     index_changes,
     index_names,
     is_live,
     new_row,
     normalise_name,
+    recorded_at_of,
     row_change,
     to_entity,
 )
@@ -70,7 +73,7 @@ from brain.engine.records.schema import check_entity_type
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan
 from brain.engine.store.scope import Scope
-from brain.engine.store.tables import ENTITIES, ENTITY_MERGES
+from brain.engine.store.tables import ENTITIES, ENTITY_MERGES, ENTITY_VERSIONS
 from brain.engine.write.plan import Change, Put
 from brain.engine.write.reads import ReadContext
 from brain.engine.write.writer import PlanContext
@@ -80,6 +83,8 @@ from brain.wire.messages.entity_ops import (
     EntityCreateOk,
     EntityGet,
     EntityGetOk,
+    EntityHistory,
+    EntityHistoryOk,
     EntityList,
     EntityListOk,
     EntityMerge,
@@ -109,6 +114,7 @@ __all__ = [
     "plan_unmerge",
     "plan_update",
     "read_get",
+    "read_history",
     "read_list",
     "read_resolve",
 ]
@@ -206,9 +212,13 @@ def plan_update(
     updated["aliases"] = _add_aliases(name, kept, request.add_aliases or (), "add_aliases")
     if request.attributes is not None:
         updated["attributes"] = check_attributes(dict(request.attributes), "attributes")
-    changes: list[Change] = [row_change(scope, request.id, updated)]
+    changes: list[Change] = [
+        row_change(scope, request.id, updated),
+        audit_entry(ctx, scope, "entity_update", [request.id]),
+    ]
     changes += index_changes(scope, request.id, index_names(row), index_names(updated))
-    return changes, EntityUpdateOk(entity=to_entity(request.id, updated))
+    entity = to_entity(request.id, updated, recorded_at=ctx.record_time)
+    return changes, EntityUpdateOk(entity=entity)
 
 
 def plan_tombstone(
@@ -353,17 +363,45 @@ def plan_unmerge(
 # --- reads --------------------------------------------------------------------------------
 
 
+def _shown(ctx: ReadContext, scope: Scope, entity_id: bytes, row: Row, as_of: int | None) -> Entity:
+    """The entity as a read shows it: ``row`` with its version's record interval."""
+    start, until = recorded_at_of(ctx.store, ctx.txn, scope, entity_id, as_of)
+    return to_entity(entity_id, row, recorded_at=start, record_invalidated_at=until)
+
+
 def read_get(ctx: ReadContext, scope: Scope, request: EntityGet) -> EntityGetOk:
-    """ENTITY_GET: the entity in any state, tombstoned and merged-away included."""
-    row = _load(ctx.store, ctx.txn, scope, request.id, "id")
-    return EntityGetOk(entity=to_entity(request.id, row))
+    """ENTITY_GET: the entity in any state, tombstoned and merged-away included; with
+    ``as_of``, the version believed then (NOT_FOUND before it was created)."""
+    if request.as_of is None:
+        row = _load(ctx.store, ctx.txn, scope, request.id, "id")
+    else:
+        found = entity_row(ctx.store, ctx.txn, scope, request.id, as_of=request.as_of)
+        if found is None:
+            raise NotFound(
+                f"no entity {request.id.hex()} in space {scope.space!r} as of {request.as_of}",
+                field="id",
+            )
+        row = found
+    return EntityGetOk(entity=_shown(ctx, scope, request.id, row, request.as_of))
+
+
+def read_history(ctx: ReadContext, scope: Scope, request: EntityHistory) -> EntityHistoryOk:
+    """ENTITY_HISTORY: every version of the entity, oldest first."""
+    _load(ctx.store, ctx.txn, scope, request.id, "id")
+    return EntityHistoryOk(versions=tuple(entity_versions(ctx.store, ctx.txn, scope, request.id)))
 
 
 def read_resolve(ctx: ReadContext, scope: Scope, request: EntityResolve) -> EntityResolveOk:
     """ENTITY_RESOLVE: which live entities a name means, and whether one wins."""
     settings = ctx.resolution
     matches = resolve_name(
-        ctx.store, ctx.txn, scope, request.name, request.type_, settings=settings
+        ctx.store,
+        ctx.txn,
+        scope,
+        request.name,
+        request.type_,
+        settings=settings,
+        as_of=request.as_of,
     )
     ambiguous = is_ambiguous(matches, settings)
     limit = DEFAULT_RESOLVE_LIMIT if request.limit is None else request.limit
@@ -383,7 +421,11 @@ def read_list(ctx: ReadContext, scope: Scope, request: EntityList) -> EntityList
     prefix = None if request.prefix is None else normalise_name(request.prefix)
     page: list[Entity] = []
     more = False
-    rows = scan(ctx.txn, ctx.store.table(ENTITIES), scope.prefix, start=scope.key(after or b""))
+    start = scope.key(after or b"")
+    if request.as_of is None:
+        rows = scan(ctx.txn, ctx.store.table(ENTITIES), scope.prefix, start=start)
+    else:
+        rows = _rows_as_of(ctx, scope, start, request.as_of)
     for key, value in rows:
         entity_id = key[len(scope.prefix) :]
         if after is not None and entity_id <= after:
@@ -398,8 +440,25 @@ def read_list(ctx: ReadContext, scope: Scope, request: EntityList) -> EntityList
         if len(page) == limit:
             more = True
             break
-        page.append(to_entity(entity_id, row))
+        page.append(_shown(ctx, scope, entity_id, row, request.as_of))
     return EntityListOk(entities=tuple(page), cursor=page[-1].id if more else None)
+
+
+def _rows_as_of(
+    ctx: ReadContext, scope: Scope, start: bytes, as_of: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """``(S ‖ entity_id, raw row)`` of each entity as believed at ``as_of``, in id order
+    from ``start``: the last version of each recorded at or before it."""
+    last: tuple[bytes, bytes] | None = None
+    for key, value in scan(ctx.txn, ctx.store.table(ENTITY_VERSIONS), scope.prefix, start=start):
+        row_key = key[: len(scope.prefix) + ENTITY_ID_BYTES]
+        if last is not None and last[0] != row_key:
+            yield last
+            last = None
+        if int.from_bytes(key[-TIME_BYTES:], "big") <= as_of:
+            last = (row_key, bytes(value))
+    if last is not None:
+        yield last
 
 
 WritePlanner = Callable[..., tuple[list[Change], Message]]
@@ -418,5 +477,6 @@ ENTITY_READS: Final[dict[Opcode, ReadHandler]] = {
     Opcode.ENTITY_GET: read_get,
     Opcode.ENTITY_RESOLVE: read_resolve,
     Opcode.ENTITY_LIST: read_list,
+    Opcode.ENTITY_HISTORY: read_history,
 }
 """The entity readers, merged into ``operations.READS``."""

@@ -30,11 +30,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterator
 from typing import Final
 
 import lmdb
 
 from brain import cbor
+from brain.engine.records.entity_history import members_at, version_at, versions
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
@@ -54,6 +56,7 @@ __all__ = [
     "check_name",
     "decode_row",
     "entity_row",
+    "entity_versions",
     "exact_candidates",
     "index_changes",
     "index_names",
@@ -62,6 +65,7 @@ __all__ = [
     "name_owners",
     "new_row",
     "normalise_name",
+    "recorded_at_of",
     "row_change",
     "to_entity",
     "type_matches",
@@ -161,11 +165,51 @@ def _check_attribute(value: object, path: str, depth: int) -> None:
 
 
 def entity_row(
-    store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    entity_id: bytes,
+    *,
+    as_of: int | None = None,
 ) -> dict[str, object] | None:
-    """The stored entity row, or None (also for a row that names another scope)."""
+    """The stored entity row, or None (also for a row that names another scope); with
+    ``as_of``, the row as believed then (None before the entity was created)."""
+    if as_of is not None:
+        found = version_at(store, txn, scope.key(entity_id), as_of)
+        return None if found is None else decode_row(scope, found)
     raw = txn.get(scope.key(entity_id), db=store.table(ENTITIES))
     return None if raw is None else decode_row(scope, bytes(raw))
+
+
+def entity_versions(
+    store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes
+) -> list[Entity]:
+    """Every version of the entity, oldest first, each with its record interval."""
+    found = [
+        (at, row)
+        for at, raw in versions(store, txn, scope.key(entity_id))
+        if (row := decode_row(scope, raw)) is not None
+    ]
+    shown: list[Entity] = []
+    for index, (at, row) in enumerate(found):
+        until = found[index + 1][0] if index + 1 < len(found) else None
+        shown.append(to_entity(entity_id, row, recorded_at=at, record_invalidated_at=until))
+    return shown
+
+
+def recorded_at_of(
+    store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes, as_of: int | None
+) -> tuple[int, int | None]:
+    """The record interval of the version of the entity a read shows (the last, or the
+    one believed at ``as_of``): its ``recorded_at`` and ``record_invalidated_at``."""
+    found = list(versions(store, txn, scope.key(entity_id)))
+    start, until = 0, None
+    for at, _ in found:
+        if as_of is not None and at > as_of:
+            until = at
+            break
+        start = at
+    return start, until
 
 
 def decode_row(scope: Scope, raw: bytes) -> dict[str, object] | None:
@@ -251,9 +295,17 @@ def index_changes(
     return changes
 
 
-def to_entity(entity_id: bytes, row: dict[str, object]) -> Entity:
-    """The entity as an answer shows it."""
-    wire: dict[str, object] = {"id": entity_id}
+def to_entity(
+    entity_id: bytes,
+    row: dict[str, object],
+    *,
+    recorded_at: int,
+    record_invalidated_at: int | None = None,
+) -> Entity:
+    """The entity as an answer shows it, with the record interval of the version shown."""
+    wire: dict[str, object] = {"id": entity_id, "recorded_at": recorded_at}
+    if record_invalidated_at is not None:
+        wire["record_invalidated_at"] = record_invalidated_at
     for key in (
         "name",
         "type",
@@ -268,12 +320,19 @@ def to_entity(entity_id: bytes, row: dict[str, object]) -> Entity:
     return Entity.from_wire(wire)
 
 
-def canonical_entity(store: Store, txn: lmdb.Transaction, scope: Scope, entity_id: bytes) -> bytes:
-    """The entity ``entity_id`` answers as: itself, or the one it was merged into
-    (following chains of merges). An unknown id is returned unchanged."""
+def canonical_entity(
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    entity_id: bytes,
+    *,
+    as_of: int | None = None,
+) -> bytes:
+    """The entity ``entity_id`` answers as (at ``as_of``, else now): itself, or the one
+    it was merged into (following chains of merges). An unknown id is returned unchanged."""
     current = entity_id
     for _ in range(MAX_MERGE_HOPS + 1):
-        row = entity_row(store, txn, scope, current)
+        row = entity_row(store, txn, scope, current, as_of=as_of)
         target = None if row is None else row.get("merged_into")
         if not isinstance(target, bytes):
             return current
@@ -286,34 +345,51 @@ def canonical_entity(store: Store, txn: lmdb.Transaction, scope: Scope, entity_i
 
 
 def name_owners(
-    store: Store, txn: lmdb.Transaction, scope: Scope, normal: str
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    normal: str,
+    *,
+    as_of: int | None = None,
 ) -> list[tuple[bytes, dict[str, object]]]:
-    """Every entity the index holds the normalised name ``normal`` for, in any state
-    (tombstoned and merged-away ones included), in id order."""
+    """Every entity the index holds (held at ``as_of``) the normalised name ``normal``
+    for, in any state (tombstoned and merged-away ones included), in id order, each
+    with its row (as of then)."""
     owners: list[tuple[bytes, dict[str, object]]] = []
     if not normal:
         return owners
     prefix = scope.key(name_key(normal), b"\x00")
-    for key in scan_keys(txn, store.table(ENTITY_BY_NAME), prefix):
+    tails: Iterator[bytes]
+    if as_of is None:
+        tails = (key[len(prefix) :] for key in scan_keys(txn, store.table(ENTITY_BY_NAME), prefix))
+    else:
+        tails = members_at(store, txn, ENTITY_BY_NAME, prefix, as_of)
+    for entity_id in tails:
         # A name holding a NUL byte shares this prefix; its keys are longer than an id.
-        if len(key) != len(prefix) + ENTITY_ID_BYTES:
+        if len(entity_id) != ENTITY_ID_BYTES:
             continue
-        entity_id = key[len(prefix) :]
-        row = entity_row(store, txn, scope, entity_id)
+        row = entity_row(store, txn, scope, entity_id, as_of=as_of)
         if row is not None:
             owners.append((entity_id, row))
     return owners
 
 
 def exact_candidates(
-    store: Store, txn: lmdb.Transaction, scope: Scope, name: str, type_: str | None
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    name: str,
+    type_: str | None,
+    *,
+    as_of: int | None = None,
 ) -> tuple[list[tuple[bytes, dict[str, object]]], list[tuple[bytes, dict[str, object]]]]:
-    """Live entities whose normalised name (first list) or an alias (second list) equals
-    ``name`` normalised, and that fit ``type_``; each list in id order."""
+    """Live entities (at ``as_of``, else now) whose normalised name (first list) or an
+    alias (second list) equals ``name`` normalised, and that fit ``type_``; each list
+    in id order."""
     normal = normalise_name(name)
     exact: list[tuple[bytes, dict[str, object]]] = []
     alias: list[tuple[bytes, dict[str, object]]] = []
-    for entity_id, row in name_owners(store, txn, scope, normal):
+    for entity_id, row in name_owners(store, txn, scope, normal, as_of=as_of):
         if not is_live(row) or not type_matches(row, type_):
             continue
         if normalise_name(str(row["name"])) == normal:

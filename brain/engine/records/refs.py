@@ -41,6 +41,7 @@ from typing import Final
 import lmdb
 
 from brain import cbor
+from brain.engine.records.entity_history import held_at, members_at
 from brain.engine.records.entity_rows import (
     ENTITY_ID_BYTES,
     MAX_MERGE_HOPS,
@@ -108,18 +109,26 @@ def release(scope: Scope, entity_id: bytes, key: bytes) -> Delete:
     return Delete(ENTITY_ABSORBED, scope.key(entity_id, key))
 
 
-def answers_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> bytes:
-    """The subject key ``key`` answers as now: the kept entity of a merged one, the
-    chosen entity of a decided name, else ``key`` itself."""
+def answers_as(
+    store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes, *, as_of: int | None = None
+) -> bytes:
+    """The subject key ``key`` answers as now (or as believed at ``as_of``): the kept
+    entity of a merged one, the chosen entity of a decided name, else ``key`` itself."""
     tag, raw = key[:1], key[1:]
     if tag == PENDING_TAG:
         row = review_row(store, txn, scope, raw)
         chosen = None if row is None else row.get("resolved_to")
         if not isinstance(chosen, bytes):
             return key
+        # The decision gave the name to the chosen entity: at an instant before it, the
+        # absorbed-key history does not hold the name there yet.
+        if as_of is not None and not held_at(
+            store, txn, ENTITY_ABSORBED, scope.key(chosen, key), as_of
+        ):
+            return key
         tag, raw = ENTITY_TAG, chosen
     if tag == ENTITY_TAG:
-        return ENTITY_TAG + canonical_entity(store, txn, scope, raw)
+        return ENTITY_TAG + canonical_entity(store, txn, scope, raw, as_of=as_of)
     return key
 
 
@@ -128,24 +137,29 @@ class AnswersAs:
     many of the read's rows show it (every row of a LIST of one subject's statements
     shows that subject). Hold one only as long as the transaction it was made with."""
 
-    __slots__ = ("_known", "_scope", "_store", "_txn")
+    __slots__ = ("_as_of", "_known", "_scope", "_store", "_txn")
 
-    def __init__(self, store: Store, txn: lmdb.Transaction, scope: Scope) -> None:
-        self._store, self._txn, self._scope = store, txn, scope
+    def __init__(
+        self, store: Store, txn: lmdb.Transaction, scope: Scope, *, as_of: int | None = None
+    ) -> None:
+        self._store, self._txn, self._scope, self._as_of = store, txn, scope, as_of
         self._known: dict[bytes, bytes] = {}
 
     def __call__(self, key: bytes) -> bytes:
-        """What ``key`` answers as in this read's snapshot."""
+        """What ``key`` answers as in this read's snapshot (at its ``as_of``)."""
         known = self._known.get(key)
         if known is None:
-            known = answers_as(self._store, self._txn, self._scope, key)
+            known = answers_as(self._store, self._txn, self._scope, key, as_of=self._as_of)
             self._known[key] = known
         return known
 
 
-def keys_answering_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes) -> list[bytes]:
-    """``key`` and, for an entity, every subject key that answers as it: the entities
-    merged into it (through chains) and the decided names given to any of them."""
+def keys_answering_as(
+    store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes, *, as_of: int | None = None
+) -> list[bytes]:
+    """``key`` and, for an entity, every subject key that answers as it (now, or as
+    believed at ``as_of``): the entities merged into it (through chains) and the
+    decided names given to any of them."""
     found = [key]
     if key[:1] != ENTITY_TAG:
         return found
@@ -153,8 +167,11 @@ def keys_answering_as(store: Store, txn: lmdb.Transaction, scope: Scope, key: by
     frontier = [key[1:]]
     while frontier and len(found) < MAX_ABSORBED:
         prefix = scope.key(frontier.pop())
-        for raw in scan_keys(txn, table, prefix):
-            absorbed = raw[len(prefix) :]
+        if as_of is None:
+            rests = [raw[len(prefix) :] for raw in scan_keys(txn, table, prefix)]
+        else:
+            rests = list(members_at(store, txn, ENTITY_ABSORBED, prefix, as_of))
+        for absorbed in rests:
             found.append(absorbed)
             if absorbed[:1] == ENTITY_TAG:
                 frontier.append(absorbed[1:])
@@ -290,15 +307,21 @@ def _pending(
 
 
 def resolve_for_read(
-    store: Store, txn: lmdb.Transaction, scope: Scope, ref: EntityRef | MemoryRef | NameRef
+    store: Store,
+    txn: lmdb.Transaction,
+    scope: Scope,
+    ref: EntityRef | MemoryRef | NameRef,
+    *,
+    as_of: int | None = None,
 ) -> bytes | None:
-    """The subject key ``ref`` names in a read, or None when a name matches nothing (a
-    read answers as if it matched nothing, spec/01-wire.md §9): the exact name, else an
-    alias, the first by id on a tie. A merged-away entity answers as the kept one."""
+    """The subject key ``ref`` names in a read (among the entities as they are now, or
+    as believed at ``as_of``), or None when a name matches nothing (a read answers as
+    if it matched nothing, spec/01-wire.md §9): the exact name, else an alias, the
+    first by id on a tie. A merged-away entity answers as the kept one."""
     if isinstance(ref, EntityRef):
-        return ENTITY_TAG + canonical_entity(store, txn, scope, ref.entity)
+        return ENTITY_TAG + canonical_entity(store, txn, scope, ref.entity, as_of=as_of)
     if isinstance(ref, MemoryRef):
         return MEMORY_TAG + ref.memory
-    exact, alias = exact_candidates(store, txn, scope, ref.name, ref.type_)
+    exact, alias = exact_candidates(store, txn, scope, ref.name, ref.type_, as_of=as_of)
     found = exact or alias
     return ENTITY_TAG + found[0][0] if found else None

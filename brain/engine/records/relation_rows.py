@@ -129,6 +129,13 @@ def load_relation(
     return LoadedRelation(row.id, row.content, row.state)
 
 
+def _end_ref(
+    store: Store, txn: lmdb.Transaction, scope: Scope, key: bytes, as_of: int | None
+) -> object:
+    """An end as an answer shows it: what its key answers as (at ``as_of``, else now)."""
+    return ref_of_key(answers_as(store, txn, scope, key, as_of=as_of)).to_wire()
+
+
 def relation_message(
     store: Store,
     txn: lmdb.Transaction,
@@ -138,13 +145,17 @@ def relation_message(
 ) -> Relation:
     """The relation as an answer shows it, with the validity believed at ``believed_at``
     (None: now); an end that was merged away or a decided name answers as the entity
-    it became (spec/02-data-model.md §4)."""
+    it became by then (spec/02-data-model.md §4, spec/03-time.md §6)."""
     c, s = loaded.content, loaded.state
     wire: dict[str, object] = {
         "id": loaded.id,
         "type": c["type"],
-        "from": ref_of_key(answers_as(store, txn, scope, loaded.end("from"))).to_wire(),
-        "to": ref_of_key(answers_as(store, txn, scope, loaded.end("to"))).to_wire(),
+        "from": ref_of_key(
+            answers_as(store, txn, scope, loaded.end("from"), as_of=believed_at)
+        ).to_wire(),
+        "to": ref_of_key(
+            answers_as(store, txn, scope, loaded.end("to"), as_of=believed_at)
+        ).to_wire(),
         "confidence": c["confidence"],
         "evidence": c["evidence"],
         "recorded_at": c["recorded_at"],

@@ -329,11 +329,14 @@ def _check_as_of(as_of: int | None, now: int) -> None:
         raise AsOfInFuture(f"as_of {as_of} is after the record clock ({now})", field="as_of")
 
 
-def _entity_key(ctx: ReadContext, scope: Scope, entity_id: bytes, field: str) -> bytes:
-    """The end key of an entity the scope holds; NOT_FOUND otherwise."""
+def _entity_key(
+    ctx: ReadContext, scope: Scope, entity_id: bytes, field: str, as_of: int | None
+) -> bytes:
+    """The end key of an entity the scope holds (what it answers as at ``as_of``, else
+    now); NOT_FOUND otherwise."""
     if entity_row(ctx.store, ctx.txn, scope, entity_id) is None:
         raise NotFound(f"no entity {entity_id.hex()} in space {scope.space!r}", field=field)
-    key = resolve_for_read(ctx.store, ctx.txn, scope, EntityRef(entity=entity_id))
+    key = resolve_for_read(ctx.store, ctx.txn, scope, EntityRef(entity=entity_id), as_of=as_of)
     assert key is not None
     return key
 
@@ -348,7 +351,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> Relation
     """RELATION_LIST: an entity's relations through the filter chain of spec/04-retrieval.md §5,
     in record order, a page at a time."""
     _check_as_of(request.as_of, ctx.now)
-    end_key = _entity_key(ctx, scope, request.entity, "entity")
+    end_key = _entity_key(ctx, scope, request.entity, "entity", request.as_of)
     types = None if request.type_ is None else (request.type_,)
     filters = Filters(predicates=types, valid_at=request.valid_at, as_of=request.as_of)
     limit = DEFAULT_LIST_LIMIT if request.limit is None else request.limit
@@ -356,7 +359,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: RelationList) -> Relation
     page: list[Relation] = []
     more = False
     last = b""
-    keys = keys_answering_as(ctx.store, ctx.txn, scope, end_key)
+    keys = keys_answering_as(ctx.store, ctx.txn, scope, end_key, as_of=request.as_of)
     rows = edges_of(
         ctx.store,
         ctx.txn,
@@ -391,7 +394,7 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
     whatever the direction.
     """
     _check_as_of(request.as_of, ctx.now)
-    start = _entity_key(ctx, scope, request.from_, "from")
+    start = _entity_key(ctx, scope, request.from_, "from", request.as_of)
     direction = "both" if request.direction is None else request.direction
     filters = Filters(predicates=request.types, valid_at=request.valid_at, as_of=request.as_of)
     limit = DEFAULT_TRAVERSE_LIMIT if request.limit is None else request.limit
@@ -405,7 +408,7 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
         reached: list[bytes] = []
         for key in frontier:
             expanded = 0
-            keys = keys_answering_as(ctx.store, ctx.txn, scope, key)
+            keys = keys_answering_as(ctx.store, ctx.txn, scope, key, as_of=request.as_of)
             rows = edges_of(
                 ctx.store,
                 ctx.txn,
@@ -422,7 +425,8 @@ def read_traverse(ctx: ReadContext, scope: Scope, request: RelationTraverse) -> 
                 if not judge(loaded.times(), filters).kept:
                     continue
                 ends = [
-                    answers_as(ctx.store, ctx.txn, scope, loaded.end(e)) for e in ("from", "to")
+                    answers_as(ctx.store, ctx.txn, scope, loaded.end(e), as_of=request.as_of)
+                    for e in ("from", "to")
                 ]
                 other = ends[1] if ends[0] == key else ends[0]
                 end = ref_of_key(other)

@@ -31,12 +31,13 @@ settings, from the ``[entities]`` section of the server's configuration.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import lmdb
 from rapidfuzz import fuzz, process
 
+from brain.engine.records.entity_history import members_at
 from brain.engine.records.entity_rows import (
     ENTITY_ID_BYTES,
     NAME_KEY_BYTES,
@@ -98,19 +99,32 @@ def _ranked(matches: Iterable[EntityMatch]) -> list[EntityMatch]:
     return sorted(matches, key=lambda m: (-m.score, m.entity_id))
 
 
-def name_index(store: Store, txn: lmdb.Transaction, scope: Scope) -> tuple[list[str], list[bytes]]:
-    """The names the fuzzy tier compares, in index order, and for each the entity it
-    belongs to: from the first :data:`FUZZY_SCAN_ROWS` keys of the scope and
-    :data:`FUZZY_SCAN_BYTES` bytes of names, those of at most :data:`FUZZY_NAME_CHARS`
-    characters whose key holds the whole name."""
+def _index_keys(
+    store: Store, txn: lmdb.Transaction, scope: Scope, as_of: int | None
+) -> Iterator[bytes]:
+    """The scope's name index keys, now or as held at ``as_of``."""
+    prefix = scope.key()
+    if as_of is None:
+        yield from scan_keys(txn, store.table(ENTITY_BY_NAME), prefix)
+        return
+    for rest in members_at(store, txn, ENTITY_BY_NAME, prefix, as_of):
+        yield prefix + rest
+
+
+def name_index(
+    store: Store, txn: lmdb.Transaction, scope: Scope, *, as_of: int | None = None
+) -> tuple[list[str], list[bytes]]:
+    """The names the fuzzy tier compares (held now, or at ``as_of``), in index order,
+    and for each the entity it belongs to: from the first :data:`FUZZY_SCAN_ROWS` keys
+    of the scope and :data:`FUZZY_SCAN_BYTES` bytes of names, those of at most
+    :data:`FUZZY_NAME_CHARS` characters whose key holds the whole name."""
     names: list[str] = []
     owners: list[bytes] = []
-    prefix = scope.key()
-    start = len(prefix)
+    start = len(scope.prefix)
     # name key ‖ 0x00 ‖ entity id
     tail = ENTITY_ID_BYTES + 1
     budget = FUZZY_SCAN_BYTES
-    for read, key in enumerate(scan_keys(txn, store.table(ENTITY_BY_NAME), prefix)):
+    for read, key in enumerate(_index_keys(store, txn, scope, as_of)):
         if read >= FUZZY_SCAN_ROWS:
             break
         part = key[start:-tail]
@@ -142,10 +156,14 @@ def _fuzzy(
     *,
     threshold: float,
     names_of: NameIndex | None = None,
+    as_of: int | None = None,
 ) -> list[EntityMatch]:
     if len(normal) > FUZZY_NAME_CHARS:
         return []
-    names, owners = name_index(store, txn, scope) if names_of is None else names_of()
+    if names_of is None:
+        names, owners = name_index(store, txn, scope, as_of=as_of)
+    else:
+        names, owners = names_of()
     best: dict[bytes, float] = {}
     found = process.extract(
         normal, names, scorer=fuzz.ratio, score_cutoff=threshold * 100, limit=None
@@ -157,7 +175,7 @@ def _fuzzy(
         best[owner] = max(best.get(owner, 0.0), min(score / 100, 1.0))
     matches: list[EntityMatch] = []
     for entity_id, score in best.items():
-        row = entity_row(store, txn, scope, entity_id)
+        row = entity_row(store, txn, scope, entity_id, as_of=as_of)
         if row is None or not is_live(row) or not type_matches(row, type_):
             continue
         matches.append(
@@ -176,11 +194,13 @@ def resolve_name(
     settings: Resolution = DEFAULT_RESOLUTION,
     field: str = "name",
     names_of: NameIndex | None = None,
+    as_of: int | None = None,
 ) -> list[EntityMatch]:
-    """Every candidate for ``name`` from the first tier that has one, best first;
-    ``names_of`` answers the fuzzy tier's names (None: read from ``txn``)."""
+    """Every candidate for ``name`` from the first tier that has one, best first, among
+    the entities as they are now or as believed at ``as_of``; ``names_of`` answers the
+    fuzzy tier's names (None: read from ``txn``)."""
     normal = check_name(name, field)
-    exact, alias = exact_candidates(store, txn, scope, name, type_)
+    exact, alias = exact_candidates(store, txn, scope, name, type_, as_of=as_of)
     for tier, found in (("exact", exact), ("alias", alias)):
         if found:
             return _ranked(
@@ -188,7 +208,14 @@ def resolve_name(
                 for eid, row in found
             )
     return _fuzzy(
-        store, txn, scope, normal, type_, threshold=settings.fuzzy_threshold, names_of=names_of
+        store,
+        txn,
+        scope,
+        normal,
+        type_,
+        threshold=settings.fuzzy_threshold,
+        names_of=names_of,
+        as_of=as_of,
     )
 
 

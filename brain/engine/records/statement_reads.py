@@ -101,7 +101,7 @@ def scan_ids(
         yield from _positions(ctx, STATEMENT_BY_TIME, scope.key(), after, as_of)
         return
     # An entity's statements include those stored under every key that answers as it.
-    subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject)
+    subjects = keys_answering_as(ctx.store, ctx.txn, scope, subject, as_of=as_of)
     if predicate is None:
         walks = [
             _positions(ctx, STATEMENT_BY_SUBJECT_TIME, scope.key(each), after, as_of)
@@ -125,7 +125,8 @@ def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> Stateme
         )
     subject: bytes | None = None
     if request.subject is not None:
-        subject = resolve_for_read(ctx.store, ctx.txn, scope, request.subject)
+        # Names and merges as they were believed at as_of (spec/03-time.md §5).
+        subject = resolve_for_read(ctx.store, ctx.txn, scope, request.subject, as_of=request.as_of)
         if subject is None:
             return StatementListOk(statements=())
     limit = DEFAULT_LIST_LIMIT if request.limit is None else request.limit
@@ -137,7 +138,7 @@ def read_list(ctx: ReadContext, scope: Scope, request: StatementList) -> Stateme
         include_superseded=bool(request.include_superseded),
         as_of=request.as_of,
     )
-    answers = AnswersAs(ctx.store, ctx.txn, scope)
+    answers = AnswersAs(ctx.store, ctx.txn, scope, as_of=request.as_of)
     page: list[Statement] = []
     more = False
     last = b""

@@ -26,10 +26,12 @@ __all__ = [
     "stored_format",
 ]
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 """Version of the on-disk layout this build writes. Version 2 added
 ``statement_by_subject_time``; version 3 keys ``memory_by_text`` and ``memory_by_sha``
-on the normalised text's SHA-256 (:mod:`brain.engine.store.text_keys`)."""
+on the normalised text's SHA-256 (:mod:`brain.engine.store.text_keys`); version 4 added
+the entity history (``entity_versions``, ``entity_name_events``,
+``entity_absorbed_events``)."""
 
 OLDEST_FORMAT: Final = 1
 """The oldest layout this build opens: a store of a version from here to

@@ -19,8 +19,11 @@ __all__ = [
     "EMBED_QUEUE",
     "ENTITIES",
     "ENTITY_ABSORBED",
+    "ENTITY_ABSORBED_EVENTS",
     "ENTITY_BY_NAME",
     "ENTITY_MERGES",
+    "ENTITY_NAME_EVENTS",
+    "ENTITY_VERSIONS",
     "FORGET_LEDGER",
     "IDEMPOTENCY",
     "IDEMPOTENCY_BY_TIME",
@@ -211,6 +214,19 @@ IDEMPOTENCY_MARKS: Final = b"idempotency_marks"
 """``S ‖ u64 recorded_at ‖ request_id`` -> empty: the time order of requests whose answer
 the retention sweep dropped, leaving only a mark in :data:`IDEMPOTENCY` that refuses a
 late retry; the marks themselves go after the mark span (``spec/05-durability.md`` §7)."""
+
+ENTITY_VERSIONS: Final = b"entity_versions"
+"""``S ‖ entity_id ‖ u64 recorded_at`` -> the entity row as believed from ``recorded_at``
+until the next version's (:mod:`brain.engine.records.entity_history`)."""
+
+ENTITY_NAME_EVENTS: Final = b"entity_name_events"
+"""``S ‖ name key ‖ 0x00 ‖ entity_id ‖ u64 recorded_at`` -> ``01`` (the name index
+held the key from then) or ``00`` (it dropped it): :data:`ENTITY_BY_NAME` on the
+record axis."""
+
+ENTITY_ABSORBED_EVENTS: Final = b"entity_absorbed_events"
+"""``S ‖ entity_id ‖ subject key ‖ u64 recorded_at`` -> ``01`` or ``00``:
+:data:`ENTITY_ABSORBED` on the record axis."""
 
 TABLES: Final[tuple[bytes, ...]] = tuple(
     value for name, value in list(globals().items()) if name.isupper() and isinstance(value, bytes)

@@ -20,6 +20,12 @@ The steps, each from the version before:
   normalise alike leave ``memory_by_sha`` naming the one recorded first. The
   forget ledger keeps its keys (it holds no text to key anew); ENCODE looks an
   entry up under both.
+- **4**: the entity history is begun from the entities as they stand: one version of
+  each row, and an event holding each ``entity_by_name`` and ``entity_absorbed``
+  key, all at the ``created_at`` of the entity the row or key belongs to (for an
+  absorbed key, the entity absorbing it). What was believed between a creation
+  and the upgrade was not kept before, so a read ``as_of`` an instant before the
+  upgrade sees the entity as it stood at the upgrade, from its creation on.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ from brain.engine.store.rows import decode_row
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES
 from brain.engine.store.statement_keys import RECORD_ID_BYTES, subject_time_key
 from brain.engine.store.tables import (
+    ENTITIES,
+    ENTITY_ABSORBED,
+    ENTITY_ABSORBED_EVENTS,
+    ENTITY_BY_NAME,
+    ENTITY_NAME_EVENTS,
+    ENTITY_VERSIONS,
     MEMORIES,
     MEMORY_BY_SHA,
     MEMORY_BY_TEXT,
@@ -108,7 +120,64 @@ def _memory_row(
     return None if raw is None else decode_row(bytes(raw))
 
 
-STEPS: Final[dict[int, Step]] = {2: _subject_time_index, 3: _memory_text_keys}
+_ENTITY_ID_BYTES: Final = 16
+_HELD: Final = b"\x01"
+"""The value of an index event that holds its key (brain.engine.records.entity_history)."""
+
+
+def _name_owner(key: bytes) -> bytes:
+    """The entity row key of a name index key (``S ‖ name key ‖ 0x00 ‖ entity id``)."""
+    return key[:SCOPE_PREFIX_BYTES] + key[-_ENTITY_ID_BYTES:]
+
+
+def _absorbing_owner(key: bytes) -> bytes:
+    """The entity row key of an absorbed key (``S ‖ entity id ‖ absorbed key``)."""
+    return key[: SCOPE_PREFIX_BYTES + _ENTITY_ID_BYTES]
+
+
+def _has_history(cursor: lmdb.Cursor, key: bytes) -> bool:
+    """Whether a history table already holds an entry for ``key`` (``key ‖ u64``)."""
+    if not cursor.set_range(key):
+        return False
+    found = bytes(cursor.key())
+    return found.startswith(key) and len(found) == len(key) + 8
+
+
+def _entity_history(store: Store, txn: lmdb.Transaction) -> int:
+    """Version 4: the entity history begun from the entities as they stand. A row or key
+    that has history already keeps it (a store stamped older by mistake loses nothing)."""
+    versions = txn.cursor(db=store.table(ENTITY_VERSIONS))
+    created: dict[bytes, bytes] = {}
+    rows: list[tuple[bytes, bytes]] = []
+    for key, value in txn.cursor(db=store.table(ENTITIES)):
+        row = decode_row(bytes(value))
+        at = row.get("created_at")
+        stamp = (at if isinstance(at, int) and at >= 0 else 0).to_bytes(8, "big")
+        created[bytes(key)] = stamp
+        if not _has_history(versions, bytes(key)):
+            rows.append((bytes(key) + stamp, bytes(value)))
+    _, written = versions.putmulti(rows)
+    events = 0
+    for index, history, owner_of in (
+        (ENTITY_BY_NAME, ENTITY_NAME_EVENTS, _name_owner),
+        (ENTITY_ABSORBED, ENTITY_ABSORBED_EVENTS, _absorbing_owner),
+    ):
+        past = txn.cursor(db=store.table(history))
+        held = [
+            (bytes(key) + created.get(owner_of(bytes(key)), bytes(8)), _HELD)
+            for key in txn.cursor(db=store.table(index)).iternext(values=False)
+            if not _has_history(past, bytes(key))
+        ]
+        _, added = past.putmulti(held)
+        events += int(added)
+    return int(written) + events
+
+
+STEPS: Final[dict[int, Step]] = {
+    2: _subject_time_index,
+    3: _memory_text_keys,
+    4: _entity_history,
+}
 """The step that brings a store to each version from the one before."""
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Final
 from brain.errors import InvalidArgument
 from brain.wire.messages.common import ByIdRequest, ScopedRequest, TxnWriteRequest, WriteRequest
 from brain.wire.messages.records import Entity
-from brain.wire.messages.values import Cursor, Id, Limit, Name, UInt
+from brain.wire.messages.values import Cursor, Id, Limit, Name, Nanos, UInt
 from brain.wire.schema import Choice, Finite, Len, Message, Range, wire_message
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "EntityCreateOk",
     "EntityGet",
     "EntityGetOk",
+    "EntityHistory",
+    "EntityHistoryOk",
     "EntityList",
     "EntityListOk",
     "EntityMatch",
@@ -65,7 +67,9 @@ class EntityCreateOk(Message):
 
 @wire_message
 class EntityGet(ByIdRequest):
-    """ENTITY_GET: one entity by id."""
+    """ENTITY_GET: one entity by id, as it is now or as it was believed at ``as_of``."""
+
+    as_of: Nanos | None = None
 
 
 @wire_message
@@ -138,6 +142,7 @@ class EntityResolve(ScopedRequest):
     name: Name
     type_: Name | None = None
     limit: Limit | None = None
+    as_of: Nanos | None = None
 
 
 @wire_message
@@ -168,6 +173,7 @@ class EntityList(ScopedRequest):
     prefix: Name | None = None
     limit: Limit | None = None
     cursor: Cursor | None = None
+    as_of: Nanos | None = None
 
 
 @wire_message
@@ -176,6 +182,21 @@ class EntityListOk(Message):
 
     entities: tuple[Entity, ...]
     cursor: Cursor | None = None
+
+
+@wire_message
+class EntityHistory(ScopedRequest):
+    """ENTITY_HISTORY: every version of the entity ``id`` on the record axis (committed
+    versions only: a transaction's writes have no record time until its commit)."""
+
+    id: Id
+
+
+@wire_message
+class EntityHistoryOk(Message):
+    """The answer to ENTITY_HISTORY: the entity's versions, oldest first."""
+
+    versions: tuple[Entity, ...]
 
 
 @wire_message

@@ -168,7 +168,9 @@ class Statement(Message):
 
 @wire_message
 class Entity(Message):
-    """An entity: a canonical thing with a name, aliases and attributes.
+    """An entity: a canonical thing with a name, aliases and attributes, as one version
+    shows it: believed from ``recorded_at`` until ``record_invalidated_at`` (absent
+    while it is the current version).
 
     ``merged_into`` names the entity it was merged into, if any."""
 
@@ -180,6 +182,8 @@ class Entity(Message):
     created_at: Nanos
     merged_into: Id | None = None
     tombstoned_at: Nanos | None = None
+    recorded_at: Nanos
+    record_invalidated_at: Nanos | None = None
 
 
 @wire_message

@@ -317,6 +317,10 @@ export interface Entity {
   merged_into?: Buffer;
   /** `int[-9223372036854775808..9223372036854775807] time` */
   tombstoned_at?: Nanos;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  recorded_at: Nanos;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  record_invalidated_at?: Nanos;
 }
 
 export interface EntityInput {
@@ -336,6 +340,10 @@ export interface EntityInput {
   merged_into?: Uint8Array | Float32Array | null;
   /** `int[-9223372036854775808..9223372036854775807] time` */
   tombstoned_at?: TimeInput | null;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  recorded_at: TimeInput;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  record_invalidated_at?: TimeInput | null;
 }
 
 export interface EntityCreate {
@@ -393,6 +401,8 @@ export interface EntityGet {
   id: Buffer;
   /** `bytes(16)` */
   txn_id?: Buffer;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: Nanos;
 }
 
 export interface EntityGetInput {
@@ -402,6 +412,8 @@ export interface EntityGetInput {
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: TimeInput | null;
 }
 
 export interface EntityGetOk {
@@ -412,6 +424,30 @@ export interface EntityGetOk {
 export interface EntityGetOkInput {
   /** `Entity` */
   entity: EntityInput;
+}
+
+export interface EntityHistory {
+  /** `text /[a-z0-9_.\-]{1,64}/` */
+  space?: string;
+  /** `bytes(16)` */
+  id: Buffer;
+}
+
+export interface EntityHistoryInput {
+  /** `text /[a-z0-9_.\-]{1,64}/` */
+  space?: string | null;
+  /** `bytes(16)` */
+  id: Uint8Array | Float32Array;
+}
+
+export interface EntityHistoryOk {
+  /** `[Entity]` */
+  versions: Entity[];
+}
+
+export interface EntityHistoryOkInput {
+  /** `[Entity]` */
+  versions: EntityInput[];
 }
 
 export interface EntityList {
@@ -425,6 +461,8 @@ export interface EntityList {
   limit?: number | bigint;
   /** `bytes(1..1024)` */
   cursor?: Buffer;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: Nanos;
 }
 
 export interface EntityListInput {
@@ -438,6 +476,8 @@ export interface EntityListInput {
   limit?: number | bigint | null;
   /** `bytes(1..1024)` */
   cursor?: Uint8Array | Float32Array | null;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: TimeInput | null;
 }
 
 export interface EntityListOk {
@@ -531,6 +571,8 @@ export interface EntityResolve {
   type?: string;
   /** `int[1..1000]` */
   limit?: number | bigint;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: Nanos;
 }
 
 export interface EntityResolveInput {
@@ -542,6 +584,8 @@ export interface EntityResolveInput {
   type?: string | null;
   /** `int[1..1000]` */
   limit?: number | bigint | null;
+  /** `int[-9223372036854775808..9223372036854775807] time` */
+  as_of?: TimeInput | null;
 }
 
 export interface EntityResolveOk {
@@ -2630,6 +2674,7 @@ export interface Requests {
   ENTITY_RESOLVE: EntityResolveInput;
   ENTITY_LIST: EntityListInput;
   ENTITY_TOMBSTONE: EntityTombstoneInput;
+  ENTITY_HISTORY: EntityHistoryInput;
   STATEMENT_CREATE: StatementCreateInput;
   STATEMENT_GET: StatementGetInput;
   STATEMENT_SUPERSEDE: StatementSupersedeInput;
@@ -2674,6 +2719,7 @@ export interface Answers {
   ENTITY_RESOLVE: EntityResolveOk;
   ENTITY_LIST: EntityListOk;
   ENTITY_TOMBSTONE: EntityTombstoneOk;
+  ENTITY_HISTORY: EntityHistoryOk;
   STATEMENT_CREATE: StatementCreateOk;
   STATEMENT_GET: StatementGetOk;
   STATEMENT_SUPERSEDE: StatementSupersedeOk;
@@ -2744,6 +2790,8 @@ export interface OpcodeMethods {
   entityList(payload?: MethodRequest<EntityListInput>, options?: CallOptions): Promise<EntityListOk>;
   /** ENTITY_TOMBSTONE (0x0138): `EntityTombstone` → `EntityTombstoneOk` */
   entityTombstone(payload: MethodRequest<EntityTombstoneInput>, options?: CallOptions): Promise<EntityTombstoneOk>;
+  /** ENTITY_HISTORY (0x0139): `EntityHistory` → `EntityHistoryOk` */
+  entityHistory(payload: MethodRequest<EntityHistoryInput>, options?: CallOptions): Promise<EntityHistoryOk>;
   /** STATEMENT_CREATE (0x0140): `StatementCreate` → `StatementCreateOk` */
   statementCreate(payload: MethodRequest<StatementCreateInput>, options?: CallOptions): Promise<StatementCreateOk>;
   /** STATEMENT_GET (0x0141): `StatementGet` → `StatementGetOk` */

@@ -11,7 +11,8 @@ from brain import cbor
 from brain.engine.database import Database
 from brain.engine.records import entities as entity_ops
 from brain.engine.records import resolution
-from brain.engine.records.entity_rows import NAME_KEY_BYTES
+from brain.engine.records.entity_rows import NAME_KEY_BYTES, entity_versions
+from brain.engine.store.scope import Scope
 from brain.engine.write.tuning import AMBIGUITY_MARGIN, FUZZY_THRESHOLD
 from brain.errors import BrainError, Conflict, InvalidArgument, NotFound
 from brain.wire.messages.entity_ops import (
@@ -372,7 +373,15 @@ def test_tombstone(db: Database) -> None:
 
 
 def _state(db: Database, ids: list[bytes], names: list[str]) -> object:
-    return [get(db, i) for i in ids], [resolve(db, n) for n in names]
+    """What reads show of ``ids`` and ``names``, but the record interval of each entity's
+    version (an unmerge restores the rows in a version of its own)."""
+    shown = []
+    for entity_id in ids:
+        wire = get(db, entity_id).to_wire()
+        wire.pop("recorded_at")
+        wire.pop("record_invalidated_at", None)
+        shown.append(wire)
+    return shown, [resolve(db, n) for n in names]
 
 
 def test_merge_then_unmerge_restores_exactly(db: Database) -> None:
@@ -401,6 +410,10 @@ def test_merge_then_unmerge_restores_exactly(db: Database) -> None:
     assert unmerge(db, merge_id).lsn > 0
     assert _state(db, [keep, gone], names) == before
     assert _dump(db) == rows_before
+    # The merge stays on the record axis: created, merged, unmerged.
+    with db._store.read() as txn:
+        history = entity_versions(db._store, txn, Scope.of(NS, None), gone)
+    assert [v.merged_into for v in history] == [None, keep, None]
     raises(Conflict, "merge_id", lambda: unmerge(db, merge_id))
     raises(NotFound, "merge_id", lambda: unmerge(db, b"\x03" * 16))
 

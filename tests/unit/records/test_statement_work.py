@@ -158,7 +158,7 @@ def test_a_list_works_out_each_entity_once(db: Database, monkeypatch: pytest.Mon
     assert db.wait_indexed()
     rows = Loads()
     rows.wrap(
-        monkeypatch, entity_rows, "entity_row", lambda store, txn, scope, entity_id: entity_id
+        monkeypatch, entity_rows, "entity_row", lambda store, txn, scope, entity_id, **_: entity_id
     )
     answer = _list(db, subject=EntityRef(entity=ada))
     assert len(answer.statements) == ROWS
@@ -205,7 +205,7 @@ def test_a_recall_shows_each_entity_once(db: Database, monkeypatch: pytest.Monke
     assert db.wait_indexed()
     rows = Loads()
     rows.wrap(
-        monkeypatch, entity_rows, "entity_row", lambda store, txn, scope, entity_id: entity_id
+        monkeypatch, entity_rows, "entity_row", lambda store, txn, scope, entity_id, **_: entity_id
     )
     decoded = []
     for top_k in (2, 20):

@@ -89,6 +89,7 @@ const camel = (name) => name.toLowerCase().replace(/_([a-z])/g, (_, c) => c.toUp
  * @property {RequestMethod} entityResolve       ENTITY_RESOLVE: EntityResolve → EntityResolveOk
  * @property {RequestMethod} entityList          ENTITY_LIST: EntityList → EntityListOk
  * @property {RequestMethod} entityTombstone     ENTITY_TOMBSTONE: EntityTombstone → EntityTombstoneOk
+ * @property {RequestMethod} entityHistory       ENTITY_HISTORY: EntityHistory → EntityHistoryOk
  * @property {RequestMethod} statementCreate     STATEMENT_CREATE: StatementCreate → StatementCreateOk
  * @property {RequestMethod} statementGet        STATEMENT_GET: StatementGet → StatementGetOk
  * @property {RequestMethod} statementSupersede  STATEMENT_SUPERSEDE: StatementSupersede → StatementSupersedeOk

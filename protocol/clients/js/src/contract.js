@@ -159,6 +159,12 @@ export const PROTOCOL = {
       "control": false
     },
     {
+      "name": "ENTITY_HISTORY",
+      "code": "0x0139",
+      "permission": "read",
+      "control": false
+    },
+    {
       "name": "STATEMENT_CREATE",
       "code": "0x0140",
       "permission": "write",
@@ -531,6 +537,12 @@ export const SCHEMA = {
       "code": "0x0138",
       "request": "EntityTombstone",
       "response": "EntityTombstoneOk"
+    },
+    {
+      "name": "ENTITY_HISTORY",
+      "code": "0x0139",
+      "request": "EntityHistory",
+      "response": "EntityHistoryOk"
     },
     {
       "name": "STATEMENT_CREATE",
@@ -943,6 +955,16 @@ export const SCHEMA = {
         "key": "tombstoned_at",
         "required": false,
         "type": "int[-9223372036854775808..9223372036854775807] time"
+      },
+      {
+        "key": "recorded_at",
+        "required": true,
+        "type": "int[-9223372036854775808..9223372036854775807] time"
+      },
+      {
+        "key": "record_invalidated_at",
+        "required": false,
+        "type": "int[-9223372036854775808..9223372036854775807] time"
       }
     ],
     "EntityCreate": [
@@ -1009,6 +1031,11 @@ export const SCHEMA = {
         "key": "txn_id",
         "required": false,
         "type": "bytes(16)"
+      },
+      {
+        "key": "as_of",
+        "required": false,
+        "type": "int[-9223372036854775808..9223372036854775807] time"
       }
     ],
     "EntityGetOk": [
@@ -1016,6 +1043,25 @@ export const SCHEMA = {
         "key": "entity",
         "required": true,
         "type": "Entity"
+      }
+    ],
+    "EntityHistory": [
+      {
+        "key": "space",
+        "required": false,
+        "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "id",
+        "required": true,
+        "type": "bytes(16)"
+      }
+    ],
+    "EntityHistoryOk": [
+      {
+        "key": "versions",
+        "required": true,
+        "type": "[Entity]"
       }
     ],
     "EntityList": [
@@ -1043,6 +1089,11 @@ export const SCHEMA = {
         "key": "cursor",
         "required": false,
         "type": "bytes(1..1024)"
+      },
+      {
+        "key": "as_of",
+        "required": false,
+        "type": "int[-9223372036854775808..9223372036854775807] time"
       }
     ],
     "EntityListOk": [
@@ -1140,6 +1191,11 @@ export const SCHEMA = {
         "key": "limit",
         "required": false,
         "type": "int[1..1000]"
+      },
+      {
+        "key": "as_of",
+        "required": false,
+        "type": "int[-9223372036854775808..9223372036854775807] time"
       }
     ],
     "EntityResolveOk": [
