@@ -60,11 +60,12 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--confidence", type=confidence_arg, metavar="X", help="0 to 1 (1)")
     parser.add_argument(
         "--evidence",
-        action="extend",
-        nargs="+",
+        # One memory per flag (repeat it): a list-taking flag would swallow the
+        # positional arguments written after it.
+        action="append",
         type=argument(parse_evidence),
         metavar="MEMORY_ID",
-        help="memories the relation rests on (MEMORY_ID or MEMORY_ID:SHA256)",
+        help="a memory the relation rests on (MEMORY_ID or MEMORY_ID:SHA256; repeat)",
     )
     parser.add_argument("--valid-from", type=time_arg, metavar="DATE")
     parser.add_argument("--valid-to", type=time_arg, metavar="DATE")

@@ -86,11 +86,12 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-at", type=time_arg, metavar="DATE", help="when the event was")
     parser.add_argument(
         "--evidence",
-        action="extend",
-        nargs="+",
+        # One memory per flag (repeat it): a list-taking flag would swallow the
+        # positional arguments written after it.
+        action="append",
         type=argument(parse_evidence),
         metavar="MEMORY_ID",
-        help="memories the claim rests on (MEMORY_ID or MEMORY_ID:SHA256)",
+        help="a memory the claim rests on (MEMORY_ID or MEMORY_ID:SHA256; repeat)",
     )
     parser.add_argument("--object-type", choices=OBJECT_TYPES, default="text")
     parser.add_argument("--subject-type", metavar="TYPE", help="entity type of a SUBJECT name")
