@@ -7,20 +7,21 @@ could not run (bad usage or configuration), 3 ``wal verify`` found corruption.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from brain import __version__
 from brain.cli import transfer, verbs
 from brain.errors import BrainError, StorageFault
-from brain.server.config import Config, ConfigError, load_config
 from brain.server.files import PRIVATE_UMASK
+
+if TYPE_CHECKING:
+    from brain.server.config import Config
 
 __all__ = ["main"]
 
@@ -109,6 +110,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Config:
+    from brain.server.config import load_config  # the engine's tuning: loaded on use
+
     overrides: dict[str, object] = {}
     for flag, key in (
         ("data", "server.data_dir"),
@@ -124,6 +127,8 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from brain.embed import ModelMissing, load_embedder
     from brain.server.app import run_server
 
@@ -251,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return transfer.run(args)
     if args.command in verbs.COMMANDS:
         return verbs.run(args)  # prints its own errors, exit codes as below
+    from brain.server.config import ConfigError
+
     try:
         if args.command == "serve":
             return _serve(args)

@@ -46,7 +46,6 @@ from typing import IO, Final
 from urllib.parse import quote
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 __all__ = [
     "IMPORT_BATCH_BYTES",
@@ -449,6 +448,14 @@ def run_import(args: argparse.Namespace) -> int:
     console = Console(stderr=True, quiet=args.quiet)
     if 0 < first < total:
         console.print(f"continuing an interrupted import at row {first} of {total}")
+    from rich.progress import (  # only an import draws it: loaded then
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     batches = import_batches(
         sizes,

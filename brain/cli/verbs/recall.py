@@ -23,7 +23,6 @@ from brain.cli.verbs.options import Parents, SubParsers, add_verb, time_arg
 from brain.cli.verbs.output import Labels, Printer, cell, printable
 from brain.cli.verbs.statements import KINDS, confidence_arg
 from brain.cli.verbs.views import entity_ids, ref_text, statement_state, validity_text, value_text
-from brain.client.render import render_hits
 from brain.wire.messages.recall_ops import (
     FUSIONS,
     MAX_TOP_K,
@@ -216,6 +215,8 @@ def _recall(ctx: VerbContext) -> int:
     records = [hit.statement for hit in answer.hits if hit.statement is not None]
     names = ctx.entity_names(entity_ids(records))
     if args.render:
+        from brain.client.render import render_hits  # the client package: loaded on use
+
         text = render_hits(answer.hits, max_chars=args.max_chars, names=names)
         # Exact for a pipe or a prompt; on a terminal, control characters are shown.
         out.raw(printable(text) if out.is_terminal() else text)
