@@ -217,7 +217,7 @@ def _review_list(ctx: VerbContext) -> int:
             cell(item.kind),
             cell(name),
             cell("\n".join(labels.id(record) for record in item.records)),
-            cell(out.time(item.created_at)),
+            cell(out.time(item.created_at, compact=True)),
         )
     if answer.items:
         out.show(table)

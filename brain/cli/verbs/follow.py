@@ -177,7 +177,7 @@ def _print_change(out: Printer, frame: ChangeEvent) -> None:
             (f"LSN {frame.lsn:<6}", "bold"),
             f"  {frame.op:<9} {frame.record:<9} ",
             (frame.id.hex(), "cyan"),
-            f"  {out.time(frame.recorded_at)}",
+            f"  {out.time(frame.recorded_at, compact=True)}",
         )
 
 

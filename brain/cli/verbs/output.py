@@ -167,9 +167,12 @@ class Printer:
 
     # --- values ----------------------------------------------------------------------
 
-    def time(self, nanos: int | None) -> str:
-        """A time as ISO 8601, local with offset (``--utc``: UTC); ``—`` when absent."""
-        return "—" if nanos is None else format_time(nanos, utc=self.utc)
+    def time(self, nanos: int | None, *, compact: bool = False) -> str:
+        """A time as ISO 8601, local with offset (``--utc``: UTC); ``—`` when absent.
+
+        ``compact`` (tables): to the second, ``2026-12-04 20:31:05Z``, so that a row
+        does not wrap; detail views and ``--json`` keep every nanosecond."""
+        return "—" if nanos is None else format_time(nanos, utc=self.utc, compact=compact)
 
     def labels(
         self, value: object, names: Mapping[bytes, str] | None = None, *, detail: bool = False

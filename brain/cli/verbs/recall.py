@@ -276,11 +276,12 @@ def _claim(statement: Statement, labels: Labels, printer: Printer, as_of: int | 
         return "(retracted)"
     claim = (
         f"{ref_text(statement.subject, labels)} {statement.predicate} "
-        f"{value_text(statement.object_, labels, printer)}"
+        f"{value_text(statement.object_, labels, printer, compact=True)}"
     )
     state = statement_state(statement, as_of)
     suffix = "" if state == "current" else f", {state}"
-    return f"{claim}\n{statement.kind}, valid {validity_text(statement, printer)}{suffix}"
+    valid = validity_text(statement, printer, compact=True)
+    return f"{claim}\n{statement.kind}, valid {valid}{suffix}"
 
 
 def _hit_table(

@@ -88,8 +88,8 @@ def ref_text(ref: SubjectRef, labels: Labels) -> str:
     return ref.name if ref.type_ is None else f"{ref.name} ({ref.type_})"
 
 
-def value_text(value: Value, labels: Labels, printer: Printer) -> str:
-    """A statement's object as text."""
+def value_text(value: Value, labels: Labels, printer: Printer, *, compact: bool = False) -> str:
+    """A statement's object as text (a time ``compact``, to the second, in a table)."""
     if isinstance(value, TextValue):
         return value.text
     if isinstance(value, IntValue):
@@ -99,7 +99,7 @@ def value_text(value: Value, labels: Labels, printer: Printer) -> str:
     if isinstance(value, BoolValue):
         return "true" if value.bool_ else "false"
     if isinstance(value, TimeValue):
-        return printer.time(value.time)
+        return printer.time(value.time, compact=compact)
     if isinstance(value, EntityValue):
         return labels.entity(value.entity)
     if isinstance(value, MemoryValue):
@@ -130,14 +130,17 @@ def statement_state(statement: Statement | Relation, as_of: int | None = None) -
     return "current"
 
 
-def validity_text(record: Statement | Relation, printer: Printer) -> str:
-    """The validity interval ``[from → to)`` (an event: ``at T``); open ends say so."""
+def validity_text(record: Statement | Relation, printer: Printer, *, compact: bool = False) -> str:
+    """The validity interval ``[from → to)`` (an event: ``at T``); open ends say so.
+    ``compact``: its times to the second, for a table."""
     if isinstance(record, Statement) and record.event_at is not None:
-        return f"at {printer.time(record.event_at)}"
+        return f"at {printer.time(record.event_at, compact=compact)}"
     if record.valid_from is None and record.valid_to is None:
         return "always"
-    start = "open" if record.valid_from is None else printer.time(record.valid_from)
-    end = "open" if record.valid_to is None else printer.time(record.valid_to)
+    start = (
+        "open" if record.valid_from is None else printer.time(record.valid_from, compact=compact)
+    )
+    end = "open" if record.valid_to is None else printer.time(record.valid_to, compact=compact)
     return f"{start} → {end}"
 
 
@@ -171,7 +174,7 @@ def statement_table(
             claim = [
                 cell(ref_text(st.subject, labels)),
                 cell(st.predicate),
-                cell(value_text(st.object_, labels, printer)),
+                cell(value_text(st.object_, labels, printer, compact=True)),
             ]
         extra = [cell(st.kind)] * show_kind
         extra += [cell("" if st.confidence is None else f"{st.confidence:g}")] * show_conf
@@ -180,8 +183,8 @@ def statement_table(
             cell(st.version),
             *claim,
             *extra,
-            cell(validity_text(st, printer)),
-            cell(printer.time(st.recorded_at)),
+            cell(validity_text(st, printer, compact=True)),
+            cell(printer.time(st.recorded_at, compact=True)),
             _state_cell(st, as_of),
         )
     return table
@@ -318,7 +321,7 @@ def entity_table(
             cell(entity.name),
             cell(entity.type_ or ""),
             cell(", ".join(entity.aliases)),
-            cell(printer.time(entity.created_at)),
+            cell(printer.time(entity.created_at, compact=True)),
         )
     return table
 
@@ -343,8 +346,8 @@ def relation_table(
             cell(rel.type_),
             cell(ref_text(rel.to, labels)),
             cell(f"{rel.confidence:g}"),
-            cell(validity_text(rel, printer)),
-            cell(printer.time(rel.recorded_at)),
+            cell(validity_text(rel, printer, compact=True)),
+            cell(printer.time(rel.recorded_at, compact=True)),
             _state_cell(rel, as_of),
         )
     return table

@@ -3,6 +3,8 @@ compact table times, short ids read back, start-up imports and shell completion.
 
 from __future__ import annotations
 
+import datetime
+import io
 import json
 import subprocess
 import sys
@@ -11,9 +13,21 @@ from typing import Final
 import pytest
 
 from brain.cli.main import _build_parser
+from brain.cli.verbs.dates import format_time, parse_time
+from brain.cli.verbs.output import Printer
+from brain.cli.verbs.views import entity_table, statement_panel, statement_table
+from brain.wire.messages.records import Entity, Statement
 
 MEMORY_A: Final = "0190f1a2b3c47d8e9fa0b1c2d3e4f501"
 MEMORY_B: Final = "0190f1a2b3c47d8e9fa0b1c2d3e4f502"
+STATEMENT: Final = bytes.fromhex("0190f1a2b3c47d8e9fa0b1c2d3e4f503")
+ENTITY: Final = bytes.fromhex("0190f1a2b3c47d8e9fa0b1c2d3e4f504")
+
+RECORDED: Final = 1_796_416_265_123_456_789
+"""2026-12-04T20:31:05.123456789Z: a record time with every nanosecond set."""
+
+FEB_1: Final = 1_706_745_600_000_000_000
+"""2024-02-01T00:00:00Z."""
 
 
 # --- --evidence ---------------------------------------------------------------------------
@@ -32,6 +46,64 @@ def test_relation_evidence_is_repeatable_too() -> None:
     )
     assert (args.type, args.from_, args.to) == ("knows", "Alice", "Bob")
     assert [item.memory.hex() for item in args.evidence] == [MEMORY_A]
+
+
+# --- compact times in tables ------------------------------------------------------------------
+
+
+def test_compact_times_are_to_the_second() -> None:
+    assert format_time(RECORDED, utc=True, compact=True) == "2026-12-04 20:31:05Z"
+    assert format_time(RECORDED, utc=True) == "2026-12-04T20:31:05.123456789Z"
+    plus_one = datetime.timezone(datetime.timedelta(hours=1))
+    assert format_time(RECORDED, tz=plus_one, compact=True) == "2026-12-04 21:31:05+01:00"
+    # Cut off, not rounded: 0.999 s before the epoch is still in the second before it.
+    assert format_time(-1, utc=True, compact=True) == "1969-12-31 23:59:59Z"
+    # What a table shows reads back as the start of that second.
+    assert parse_time("2026-12-04 20:31:05Z") == RECORDED - 123_456_789
+
+
+def _shown(*renderables: object) -> str:
+    buffer = io.StringIO()
+    printer = Printer(utc=True, stdout=buffer, stderr=io.StringIO())
+    for build in renderables:
+        assert callable(build)
+        printer.show(build(printer))
+    return buffer.getvalue()
+
+
+def _statement() -> Statement:
+    return Statement.from_wire(
+        {
+            "id": STATEMENT,
+            "space": "default",
+            "kind": "fact",
+            "subject": {"entity": ENTITY},
+            "predicate": "works_at",
+            "object": {"text": "Acme"},
+            "confidence": 1.0,
+            "evidence": [{"memory": bytes.fromhex(MEMORY_A)}],
+            "valid_from": FEB_1 + 5,
+            "recorded_at": RECORDED,
+            "version": 1,
+            "chain_root": STATEMENT,
+        }
+    )
+
+
+def test_tables_show_compact_times_and_detail_views_every_nanosecond() -> None:
+    statement = _statement()
+    entity = Entity.from_wire(
+        {"id": ENTITY, "name": "Alice", "aliases": [], "attributes": {}, "created_at": RECORDED}
+    )
+    table = _shown(
+        lambda p: statement_table([statement], p, p.labels(statement)),
+        lambda p: entity_table([entity], p, p.labels(entity)),
+    )
+    assert "2026-12-04 20:31:05Z" in table and "2024-02-01 00:00:00Z → open" in table
+    assert ".123" not in table and "T20:31" not in table
+    panel = _shown(lambda p: statement_panel(statement, p, p.labels(statement, detail=True)))
+    assert "2026-12-04T20:31:05.123456789Z" in panel
+    assert "2024-02-01T00:00:00.000000005Z" in panel
 
 
 # --- start-up imports -----------------------------------------------------------------------
