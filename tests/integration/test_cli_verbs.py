@@ -223,6 +223,35 @@ def test_review_list_and_decide(server: ServerProcess) -> None:
     assert brain_json(server, "review list --space reviews")["items"] == []
 
 
+def test_statement_add_names_the_review_it_opened(server: ServerProcess) -> None:
+    brain(server, "schema put --predicate drinks:fact --space opened")
+    first = brain(server, "statement add Yan drinks tea --space opened")
+    assert "review" not in first.stdout + first.stderr  # nothing contradicted yet
+    second = brain(server, "statement add Yan drinks coffee --space opened")
+    items = brain_json(server, "review list --space opened")["items"]
+    assert [i["kind"] for i in items] == ["contradiction"]
+    review = items[0]["review_id"]
+    assert f"review {review} opened" in second.stdout
+    assert f"decide it: brain review decide {review} keep_both|supersede|reject_new" in (
+        second.stdout
+    )
+    # --json stays the answer alone; the remark goes to standard error.
+    third = brain(server, "statement add Yan drinks water --space opened --json")
+    assert set(json.loads(third.stdout)) >= {"statement_id", "lsn"}
+    assert "review " in third.stderr and "opened" in third.stderr
+
+    # A name two entities answer to: the statement waits for the name's review.
+    for _ in range(2):
+        brain(server, "entity add Sam --type person --space opened")
+    waiting = brain(server, "statement add Sam drinks tea --subject-type person --space opened")
+    named = brain_json(server, "review list --space opened")["items"]
+    pending = [i["review_id"] for i in named if i["kind"] == "ambiguous_entity"]
+    assert len(pending) == 1 and f"review {pending[0]}: the subject's name is ambiguous" in (
+        waiting.stdout
+    )
+    assert f"brain review decide {pending[0]} merge|distinct" in waiting.stdout
+
+
 def test_follow_prints_the_changes(server: ServerProcess) -> None:
     first = brain_json(server, "memory add 'first change' --space feed")
     second = brain_json(server, "memory add 'second change' --space feed")

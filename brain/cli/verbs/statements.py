@@ -25,6 +25,7 @@ from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
 from brain.cli.verbs.views import entity_ids, statement_panel, statement_table
 from brain.wire.messages.records import Statement
+from brain.wire.messages.review_ops import ReviewList, ReviewListOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
@@ -44,6 +45,7 @@ from brain.wire.messages.statement_ops import (
 )
 from brain.wire.messages.values import MAX_LIST_LIMIT, EntityRef, PendingRef, Ref
 from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
 
 __all__ = ["KINDS", "confidence_arg", "register", "word"]
 
@@ -236,7 +238,58 @@ def _written(ctx: VerbContext, answer: StatementCreateOk | StatementSupersedeOk)
 def _add(ctx: VerbContext) -> int:
     answer = ctx.send(_build_add(ctx))
     assert isinstance(answer, StatementCreateOk)
-    return _written(ctx, answer)
+    code = _written(ctx, answer)
+    review = opened_review(ctx, answer.statement_id)
+    if review is not None:
+        _say_review(ctx, *review)
+    return code
+
+
+CONTRADICTION_DECISIONS: Final = "keep_both|supersede|reject_new"
+NAME_DECISIONS: Final = "merge|distinct"
+
+
+def opened_review(ctx: VerbContext, statement_id: bytes) -> tuple[bytes, str] | None:
+    """The review item the statement just written waits for, and its kind, if any.
+
+    STATEMENT_CREATE's answer does not say, so one pipelined round trip asks: the
+    statement itself (a subject stored as ``{"pending": review_id}`` waits for an
+    ambiguous name's decision) and the open items (a contradiction names the new
+    statement last, spec/02-data-model.md §7). REVIEW_LIST has no cursor: an item
+    past its first :data:`MAX_LIST_LIMIT` open ones is not seen.
+    """
+    requests: list[tuple[Opcode, Message]] = [
+        (Opcode.STATEMENT_GET, StatementGet(space=ctx.space, id=statement_id)),
+        (Opcode.REVIEW_LIST, ReviewList(space=ctx.space, limit=MAX_LIST_LIMIT)),
+    ]
+    got, listed = ctx.client().pipeline(requests)
+    if isinstance(got, StatementGetOk) and isinstance(got.statement.subject, PendingRef):
+        return got.statement.subject.pending, "ambiguous_entity"
+    if isinstance(listed, ReviewListOk):
+        for item in listed.items:
+            if item.kind == "contradiction" and item.records[-1] == statement_id:
+                return item.review_id, item.kind
+    return None
+
+
+def _say_review(ctx: VerbContext, review_id: bytes, kind: str) -> None:
+    """One line naming the review and how to decide it: on standard output for a
+    person, on standard error beside ``--json`` or ``--quiet`` (whose output stays
+    as parseable as without it)."""
+    ident = review_id.hex()
+    if kind == "contradiction":
+        what, choices = " opened: the statement contradicts a current one", CONTRADICTION_DECISIONS
+    else:
+        # Writes naming the same ambiguous name join one open item: it may be older.
+        what, choices = ": the subject's name is ambiguous; the statement waits", NAME_DECISIONS
+    decide = f"decide it: brain review decide {ident} {choices}"
+    out = ctx.printer
+    if out.json_output or ctx.args.quiet:
+        out.note(f"review {ident}{what}")
+        out.note(decide)
+    else:
+        out.line(("review ", "yellow"), (ident, "cyan"), what)
+        out.line(decide)
 
 
 def _build_supersede(ctx: VerbContext) -> Request:
