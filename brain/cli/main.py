@@ -11,12 +11,12 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from brain import __version__
-from brain.cli import transfer, verbs
+from brain.cli import completion, transfer, verbs
 from brain.errors import BrainError, StorageFault
 from brain.server.files import PRIVATE_UMASK
 
@@ -106,6 +106,16 @@ def _build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--data", required=True, help="the empty data directory to fill")
     verbs.register(commands)  # the data verbs: memory, statement, recall, … (brain/cli/verbs/)
     transfer.add_commands(commands)  # export and import through the admin port
+    complete = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print the completion script for SHELL. bash: "
+        'eval "$(brain completion bash)" (in ~/.bashrc); zsh: eval "$(brain completion zsh)" '
+        "(in ~/.zshrc); fish: brain completion fish > ~/.config/fish/completions/brain.fish.",
+    )
+    complete.add_argument(
+        "shell", choices=completion.SHELLS, metavar="SHELL", help="bash, zsh or fish"
+    )
     return parser
 
 
@@ -241,6 +251,17 @@ def _snapshot_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_ACTIONS: Final[dict[tuple[str, str | None], Callable[[argparse.Namespace], int]]] = {
+    ("serve", None): _serve,
+    ("keys", "create"): _keys_create,
+    ("wal", "verify"): _wal_verify,
+    ("wal", "truncate"): _wal_truncate,
+    ("snapshot", "create"): _snapshot_create,
+    ("snapshot", "restore"): _snapshot_restore,
+}
+"""The commands run here, by (command, action); ``serve`` has no action."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     # One BLAS thread: on a small machine the embedder's matrix products share the
@@ -252,25 +273,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(PRIVATE_UMASK)
     parser = _build_parser()
     args = parser.parse_args(argv)
+    if args.command == "completion":
+        sys.stdout.write(completion.script(parser, args.shell))
+        return EXIT_OK
     if args.command in ("export", "import"):
         return transfer.run(args)
     if args.command in verbs.COMMANDS:
         return verbs.run(args)  # prints its own errors, exit codes as below
     from brain.server.config import ConfigError
 
+    action = _ACTIONS.get((args.command, getattr(args, f"{args.command}_command", None)))
     try:
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "keys" and args.keys_command == "create":
-            return _keys_create(args)
-        if args.command == "wal" and args.wal_command == "verify":
-            return _wal_verify(args)
-        if args.command == "wal" and args.wal_command == "truncate":
-            return _wal_truncate(args)
-        if args.command == "snapshot" and args.snapshot_command == "create":
-            return _snapshot_create(args)
-        if args.command == "snapshot" and args.snapshot_command == "restore":
-            return _snapshot_restore(args)
+        if action is not None:
+            return action(args)
     except ConfigError as exc:
         print(f"brain: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,13 +6,16 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Final
 
 import pytest
 
-from brain.cli.main import _build_parser
+from brain.cli import completion
+from brain.cli.main import _build_parser, main
 from brain.cli.verbs.dates import format_time, parse_time
 from brain.cli.verbs.output import Printer
 from brain.cli.verbs.views import entity_table, statement_panel, statement_table
@@ -147,3 +150,80 @@ def test_the_cli_defaults_match_the_client_library() -> None:
         sync.DEFAULT_PORT,
         sync.DEFAULT_TIMEOUT_S,
     )
+
+
+# --- shell completion -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bash_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``brain completion bash`` as a file."""
+    path = tmp_path_factory.mktemp("completion") / "brain.bash"
+    path.write_text(completion.script(_build_parser(), "bash"), encoding="utf-8")
+    return path
+
+
+def _complete(script: Path, *words: str) -> list[str]:
+    """What bash offers for the command line ``words`` (the last one being typed)."""
+    quoted = " ".join("'" + word.replace("'", "'\\''") + "'" for word in words)
+    program = (
+        f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _brain; "
+        "printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert done.stderr == ""
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_the_bash_script_is_valid_bash(bash_script: Path) -> None:
+    subprocess.run(["bash", "-n", str(bash_script)], check=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        (("brain", "sta"), ["statement"]),
+        (("brain", "statement", "a"), ["add"]),
+        (("brain", "--version", "statement", "l"), ["list"]),
+        (("brain", "statement", "add", "--ki"), ["--kind"]),
+        (("brain", "statement", "add", "--kind", ""), ["fact", "preference", "event"]),
+        # An option's value is not a command: "statement" here is a subject name.
+        (("brain", "statement", "list", "--subject", "statement", "--pred"), ["--predicate"]),
+        (("brain", "review", "decide", "0190", "m"), ["merge"]),
+        (("brain", "completion", ""), ["bash", "zsh", "fish"]),
+    ],
+)
+def test_bash_completes_commands_options_and_choices(
+    bash_script: Path, words: tuple[str, ...], offered: list[str]
+) -> None:
+    assert _complete(bash_script, *words) == offered
+
+
+def test_brain_completion_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["completion", "bash"]) == 0
+    assert "complete -o default -F _brain brain" in capsys.readouterr().out
+    assert main(["completion", "zsh"]) == 0
+    assert capsys.readouterr().out.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+
+
+def test_the_fish_script_completes_the_same_tree() -> None:
+    fish = completion.script(_build_parser(), "fish")
+    assert "complete -c brain -f -n '__brain_path \\'\\'' -a 'statement'" in fish
+    assert "complete -c brain -f -n '__brain_path \\'/statement\\'' -a 'add'" in fish
+    assert "-n '__brain_path \\'/statement/add\\'' -l kind -x -a 'fact preference event'" in fish
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_the_other_scripts_parse_where_their_shell_is_installed(shell: str, tmp_path: Path) -> None:
+    binary = shutil.which(shell)
+    if binary is None:
+        pytest.skip(f"{shell} is not installed")
+    path = tmp_path / f"brain.{shell}"
+    path.write_text(completion.script(_build_parser(), shell), encoding="utf-8")
+    subprocess.run([binary, "-n", str(path)], check=True, timeout=30)
