@@ -329,6 +329,59 @@ def test_txn_applies_a_file_all_or_none(server: ServerProcess, tmp_path: Path) -
     assert brain_json(server, "statement list --subject Gus --space txn")["statements"] == []
 
 
+def test_short_ids_from_tables_are_accepted_back(server: ServerProcess, tmp_path: Path) -> None:
+    space = "--space short"
+    # Seventeen statements: two of them share their last hex digit, whatever the ids.
+    batch = tmp_path / "short.txt"
+    batch.write_text(
+        "".join(f"statement add Ivy likes item{n} {space}\n" for n in range(17)),
+        encoding="utf-8",
+    )
+    brain(server, f"txn {batch}")
+    rows = brain_json(server, f"statement list --subject Ivy {space}")["statements"]
+    ids = [row["id"] for row in rows]
+    table = brain(server, f"statement list --subject Ivy {space}").stdout
+    shown = re.findall(r"…([0-9a-f]{8,})", table)
+    assert len(shown) == 17 and all(any(i.endswith(t) for i in ids) for t in shown)
+
+    # The short form a table printed names its statement, in each verb taking an id.
+    tail = shown[0]
+    full = next(i for i in ids if i.endswith(tail))
+    assert brain_json(server, f"statement get …{tail} {space}")["statement"]["id"] == full
+    assert brain_json(server, f"history ...{tail} {space}")["versions"][0]["id"] == full
+    tombstoned = brain_json(server, f"statement tombstone {tail} {space}")
+    assert tombstoned["id"] == full
+
+    # Its subject's short id too, as an argument and inside a SUBJECT ref.
+    entity = rows[0]["subject"]["entity"]
+    entity_tail = re.findall(r"…([0-9a-f]{8,})", brain(server, f"entity list {space}").stdout)
+    assert len(entity_tail) == 1 and entity.endswith(entity_tail[0])
+    assert brain_json(server, f"entity get …{entity_tail[0]} {space}")["entity"]["id"] == entity
+    by_id = brain_json(server, f"statement list --subject-id {entity_tail[0]} {space}")
+    assert len(by_id["statements"]) == 16
+    added = brain_json(server, f"statement add id:…{entity_tail[0]} likes tea {space}")
+    got = brain_json(server, f"statement get {added['statement_id']} {space}")
+    assert got["statement"]["subject"] == {"entity": entity}
+
+    # One digit two ids end with is ambiguous; digits none ends with name nothing.
+    last = [i[-1] for i in ids]
+    shared = next(d for d in last if last.count(d) > 1)
+    ambiguous = brain(server, f"statement get …{shared} {space}", expect=2)
+    assert f"…{shared} matches {last.count(shared)} statement ids" in ambiguous.stderr
+    assert "--full-ids" in ambiguous.stderr
+    absent = next(
+        t for t in ("00000000", "11111111", "22222222") if not any(i.endswith(t) for i in ids)
+    )
+    unknown = brain(server, f"statement get {absent} {space}", expect=2)
+    assert f"no statement id in space 'short' ends with {absent}" in unknown.stderr
+
+    # Memory and relation ids have no short form that could resolve: shown whole.
+    memory = brain_json(server, f"memory add 'Ivy likes tea.' {space}")["memory_id"]
+    brain(server, f"statement add Ivy drinks memory:{memory} --object-type memory {space}")
+    listed = brain(server, f"statement list --subject Ivy --predicate drinks {space}").stdout
+    assert f"memory {memory}" in listed
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -8,8 +8,11 @@ added or left out, so a script sees exactly what the wire carried.
 Without it, answers become tables and panels. Ids are shortened in tables to
 ``…`` and their last hex digits, as few as keep every id of the table distinct
 (at least :data:`SHORT_ID_HEX`); the tail is used because a UUIDv7's head is its
-creation time, shared by ids made in the same millisecond. Detail views and
-write confirmations print full ids, as does ``--full-ids`` everywhere. Stored
+creation time, shared by ids made in the same millisecond. A shortened id can
+be typed back where a statement, entity or review id is asked for
+(:mod:`brain.cli.verbs.short_ids`); memory and relation ids, whose short forms
+could not be resolved, are shown whole by the views. Detail views and write
+confirmations print full ids, as does ``--full-ids`` everywhere. Stored
 text is never read as rich markup, and rich strips terminal control codes.
 """
 

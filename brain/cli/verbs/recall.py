@@ -266,7 +266,8 @@ def _ranked_cells(index: int, hit: RankedHit, labels: Labels) -> list[Text]:
         cell(index),
         cell(f"{hit.score:.4f}"),
         cell(hit.record),
-        cell(labels.id(hit.id), "cyan"),
+        # A memory's id is shown whole: no short form of it resolves (short_ids).
+        cell(hit.id.hex() if hit.record == "memory" else labels.id(hit.id), "cyan"),
         cell(_ranks_text(hit.ranks)),
     ]
 

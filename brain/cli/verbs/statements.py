@@ -21,8 +21,9 @@ from brain.cli.verbs.arguments import (
 )
 from brain.cli.verbs.connect import UsageProblem
 from brain.cli.verbs.context import Request, VerbContext
-from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg, time_arg
+from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, time_arg
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
+from brain.cli.verbs.short_ids import short_id_arg
 from brain.cli.verbs.views import entity_ids, statement_panel, statement_table
 from brain.wire.messages.records import Statement
 from brain.wire.messages.review_ops import ReviewList, ReviewListOk
@@ -57,6 +58,11 @@ MAX_AS_OF_PAGES: Final = 100
 statement: 100,000 rows of one subject and predicate, far past any real chain."""
 
 T = TypeVar("T")
+
+statement_id = short_id_arg("statement")
+"""A statement id: whole, or the short form tables print (:mod:`~brain.cli.verbs.short_ids`)."""
+
+entity_id = short_id_arg("entity")
 
 
 def _confidence(text: str) -> float:
@@ -116,7 +122,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
     _add_draft_options(add)
 
     get = add_verb(group, "get", _get, parents, help="show one statement (STATEMENT_GET)")
-    get.add_argument("id", type=id_arg, metavar="ID")
+    get.add_argument("id", type=statement_id, metavar="ID")
     get.add_argument(
         "--as-of",
         type=time_arg,
@@ -134,7 +140,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         description="Replace the current statement ID by SUBJECT PREDICATE OBJECT (same "
         "subject). With --valid-from the old one's validity closes there, from now on.",
     )
-    supersede.add_argument("id", type=id_arg, metavar="ID")
+    supersede.add_argument("id", type=statement_id, metavar="ID")
     _add_draft_options(supersede)
 
     tombstone = add_verb(
@@ -145,7 +151,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         build=_build_tombstone,
         help="soft-delete a statement (STATEMENT_TOMBSTONE)",
     )
-    tombstone.add_argument("id", type=id_arg, metavar="ID")
+    tombstone.add_argument("id", type=statement_id, metavar="ID")
     tombstone.add_argument("--reason", metavar="TEXT", help="a note for the audit log")
 
     retract = add_verb(
@@ -156,7 +162,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         build=_build_retract,
         help="retract a statement: its claim is gone for good (STATEMENT_RETRACT)",
     )
-    retract.add_argument("id", type=id_arg, metavar="ID")
+    retract.add_argument("id", type=statement_id, metavar="ID")
 
     listing = add_verb(
         group,
@@ -170,7 +176,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
     )
     who = listing.add_mutually_exclusive_group()
     who.add_argument("--subject", metavar="NAME", help="a subject as for add (a name, id:<hex>)")
-    who.add_argument("--subject-id", type=id_arg, metavar="ID", help="an entity id")
+    who.add_argument("--subject-id", type=entity_id, metavar="ID", help="an entity id")
     listing.add_argument("--subject-type", metavar="TYPE", help="entity type of a --subject name")
     listing.add_argument("--predicate", metavar="P")
     listing.add_argument("--kind", choices=KINDS)
@@ -187,7 +193,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         parents,
         help="every version of a statement's chain (STATEMENT_HISTORY)",
     )
-    history.add_argument("id", type=id_arg, metavar="ID")
+    history.add_argument("id", type=statement_id, metavar="ID")
 
 
 def _draft_fields(args: argparse.Namespace) -> dict[str, object]:

@@ -81,7 +81,7 @@ def ref_text(ref: SubjectRef, labels: Labels) -> str:
     if isinstance(ref, EntityRef):
         return labels.entity(ref.entity)
     if isinstance(ref, MemoryRef):
-        return f"memory {labels.id(ref.memory)}"
+        return f"memory {ref.memory.hex()}"  # whole: no short form of it resolves
     if isinstance(ref, PendingRef):
         return f"pending review {labels.id(ref.pending)}"
     assert isinstance(ref, NameRef)
@@ -103,7 +103,7 @@ def value_text(value: Value, labels: Labels, printer: Printer, *, compact: bool 
     if isinstance(value, EntityValue):
         return labels.entity(value.entity)
     if isinstance(value, MemoryValue):
-        return f"memory {labels.id(value.memory)}"
+        return f"memory {value.memory.hex()}"  # whole: no short form of it resolves
     assert isinstance(value, StatementValue)
     return f"statement {labels.id(value.statement)}"
 
@@ -341,7 +341,8 @@ def relation_table(
     )
     for rel in relations:
         table.add_row(
-            cell(labels.id(rel.id), "cyan"),
+            # Whole: a relation's short id could not be resolved (brain.cli.verbs.short_ids).
+            cell(rel.id.hex(), "cyan"),
             cell(ref_text(rel.from_, labels)),
             cell(rel.type_),
             cell(ref_text(rel.to, labels)),

@@ -17,7 +17,8 @@ import pytest
 from brain.cli import completion
 from brain.cli.main import _build_parser, main
 from brain.cli.verbs.dates import format_time, parse_time
-from brain.cli.verbs.output import Printer
+from brain.cli.verbs.output import Printer, shorten_ids
+from brain.cli.verbs.short_ids import ShortId, entity_short_id, parse_short_id, short_id_arg
 from brain.cli.verbs.views import entity_table, statement_panel, statement_table
 from brain.wire.messages.records import Entity, Statement
 
@@ -49,6 +50,36 @@ def test_relation_evidence_is_repeatable_too() -> None:
     )
     assert (args.type, args.from_, args.to) == ("knows", "Alice", "Bob")
     assert [item.memory.hex() for item in args.evidence] == [MEMORY_A]
+
+
+# --- short ids ----------------------------------------------------------------------------
+
+
+def test_the_short_form_a_table_prints_reads_as_a_short_id() -> None:
+    printed = shorten_ids([STATEMENT, ENTITY])[STATEMENT]
+    assert printed == "…d3e4f503"
+    for typed in (printed, "...d3e4f503", "d3e4f503", "…D3E4F503"):
+        assert parse_short_id(typed, "statement") == ShortId("statement", "d3e4f503")
+    assert parse_short_id(STATEMENT.hex(), "statement") == STATEMENT
+    with pytest.raises(ValueError, match="short form tables print"):
+        parse_short_id("d3e4", "statement")  # bare digits: 8 or more, unlike …d3e4
+    assert parse_short_id("…d3e4", "statement") == ShortId("statement", "d3e4")
+
+
+def test_an_entity_argument_reads_bare_digits_as_a_name() -> None:
+    assert entity_short_id("…d3e4f504") == ShortId("entity", "d3e4f504")
+    assert entity_short_id("id:d3e4f504") == ShortId("entity", "d3e4f504")
+    assert entity_short_id("d3e4f504") is None  # a name that looks like hex
+    assert entity_short_id(f"id:{ENTITY.hex()}") is None  # whole: read as it always was
+
+
+def test_only_listable_kinds_take_short_ids() -> None:
+    with pytest.raises(ValueError, match="no short form"):
+        short_id_arg("memory")
+    args = _build_parser().parse_args(["review", "decide", "…d3e4f503", "keep_both"])
+    assert args.review_id == ShortId("review", "d3e4f503")
+    with pytest.raises(SystemExit):
+        _build_parser().parse_args(["memory", "get", "…d3e4f503"])
 
 
 # --- compact times in tables ------------------------------------------------------------------
