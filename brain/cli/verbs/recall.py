@@ -9,7 +9,10 @@ survivors of each filter step, the time of each stage, what was searched.
 from __future__ import annotations
 
 import argparse
-from typing import Final
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final, TypeVar
 
 from rich.columns import Columns
 from rich.table import Table
@@ -39,9 +42,14 @@ from brain.wire.messages.recall_ops import (
 from brain.wire.messages.records import Statement
 from brain.wire.opcodes import Opcode
 
-__all__ = ["register"]
+__all__ = ["WAIT_NOTE_S", "lag_note", "register"]
 
 RECORD_TYPES: Final = ("statement", "memory")
+
+WAIT_NOTE_S: Final = 1.0
+"""How long a recall may take before the command says what it waits for: past the
+round trip and the cue's embedding (milliseconds), the wait is the server's, for
+the semantic index to take in the space's recent writes (spec/04-retrieval.md §3)."""
 
 SNIPPET_CHARS: Final = 240
 """Longest memory text a hit table shows: a few lines, enough to recognise it;
@@ -174,6 +182,63 @@ def register(commands: SubParsers, parents: Parents) -> None:
     _add_recall_options(explain)
 
 
+A = TypeVar("A")
+
+
+@contextmanager
+def _waiting_note(printer: Printer, verb: str) -> Iterator[None]:
+    """Say once, on standard error, that the answer is slow in coming, if it takes
+    longer than :data:`WAIT_NOTE_S`. One plain line, whether or not standard error is
+    a terminal: a log then shows why the command took its time, and a pipe gets no
+    spinner's control codes. It is written before anything of the answer."""
+    timer = threading.Timer(
+        WAIT_NOTE_S,
+        printer.note,
+        args=(
+            f"brain {verb}: waiting for the server: a recall waits for the semantic index "
+            "to take in the space's recent writes (at most retrieval.index_wait_s)…",
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def _call_noting_wait(ctx: VerbContext, verb: str, call: Callable[[], A]) -> A:
+    with _waiting_note(ctx.printer, verb):
+        return call()
+
+
+def lag_note(coverage: Coverage) -> str | None:
+    """What the answer says of an index that lagged behind the writes: how long the
+    recall waited for it, and how many documents it could not yet search by meaning;
+    None when it kept up."""
+    parts = []
+    if coverage.index_wait_ms is not None and coverage.index_wait_ms >= WAIT_NOTE_S * 1000:
+        parts.append(f"the recall waited {coverage.index_wait_ms / 1000:.1f} s for it")
+    if coverage.embed_backlog:
+        count = coverage.embed_backlog
+        many = (
+            "1,000 or more documents were"
+            if count >= 1000
+            else ("1 document was" if count == 1 else f"{count} documents were")
+        )
+        parts.append(f"{many} not in it yet, so not searched by meaning")
+    if not parts:
+        return None
+    return f"the semantic index lagged behind the writes: {'; '.join(parts)}"
+
+
+def _note_lag(printer: Printer, coverage: Coverage) -> None:
+    note = lag_note(coverage)
+    if note is not None:
+        printer.note(note)
+
+
 def _recall_fields(ctx: VerbContext) -> dict[str, object]:
     args = ctx.args
     anchor = None if args.anchor is None else resolve_entity(ctx, args.anchor, what="anchor")
@@ -207,8 +272,9 @@ def _recall(ctx: VerbContext) -> int:
         raise UsageProblem("--render and --json each print the answer; choose one")
     fields = _recall_fields(ctx)
     request = Recall(explain=True if args.explain else None, **fields)  # type: ignore[arg-type]
-    answer = ctx.call(Opcode.RECALL, request, RecallOk)
+    answer = _call_noting_wait(ctx, "recall", lambda: ctx.call(Opcode.RECALL, request, RecallOk))
     out = ctx.printer
+    _note_lag(out, answer.coverage)  # on standard error, whatever the output form
     if out.json_output:
         out.json(answer)
         return 0
@@ -232,8 +298,9 @@ def _recall(ctx: VerbContext) -> int:
 
 def _explain(ctx: VerbContext) -> int:
     request = ExplainRequest(**_recall_fields(ctx))  # type: ignore[arg-type]
-    answer = ctx.call(Opcode.EXPLAIN, request, ExplainOk)
+    answer = _call_noting_wait(ctx, "explain", lambda: ctx.call(Opcode.EXPLAIN, request, ExplainOk))
     out = ctx.printer
+    _note_lag(out, answer.coverage)
     if out.json_output:
         out.json(answer)
         return 0

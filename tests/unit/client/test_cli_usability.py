@@ -18,8 +18,10 @@ from brain.cli import completion
 from brain.cli.main import _build_parser, main
 from brain.cli.verbs.dates import format_time, parse_time
 from brain.cli.verbs.output import Printer, shorten_ids
+from brain.cli.verbs.recall import lag_note
 from brain.cli.verbs.short_ids import ShortId, entity_short_id, parse_short_id, short_id_arg
 from brain.cli.verbs.views import entity_table, statement_panel, statement_table
+from brain.wire.messages.recall_ops import Coverage
 from brain.wire.messages.records import Entity, Statement
 
 MEMORY_A: Final = "0190f1a2b3c47d8e9fa0b1c2d3e4f501"
@@ -138,6 +140,31 @@ def test_tables_show_compact_times_and_detail_views_every_nanosecond() -> None:
     panel = _shown(lambda p: statement_panel(statement, p, p.labels(statement, detail=True)))
     assert "2026-12-04T20:31:05.123456789Z" in panel
     assert "2024-02-01T00:00:00.000000005Z" in panel
+
+
+# --- the semantic index's lag -------------------------------------------------------------
+
+
+def _coverage(**extra: object) -> Coverage:
+    wire = {
+        "space": "default",
+        "arms": ["semantic", "lexical", "graph"],
+        "corpus": 5,
+        "candidates": {"semantic": 5, "lexical": 1, "graph": 0},
+        **extra,
+    }
+    return Coverage.from_wire(wire)
+
+
+def test_the_lag_note_says_how_long_and_how_much() -> None:
+    assert lag_note(_coverage()) is None
+    assert lag_note(_coverage(index_wait_ms=40)) is None  # a blink: not worth a line
+    assert lag_note(_coverage(index_wait_ms=2_500, embed_backlog=3)) == (
+        "the semantic index lagged behind the writes: the recall waited 2.5 s for it; "
+        "3 documents were not in it yet, so not searched by meaning"
+    )
+    counted = lag_note(_coverage(embed_backlog=1_000))
+    assert counted is not None and "1,000 or more documents were" in counted
 
 
 # --- start-up imports -----------------------------------------------------------------------
