@@ -362,6 +362,10 @@ def test_short_ids_from_tables_are_accepted_back(server: ServerProcess, tmp_path
     added = brain_json(server, f"statement add id:…{entity_tail[0]} likes tea {space}")
     got = brain_json(server, f"statement get {added['statement_id']} {space}")
     assert got["statement"]["subject"] == {"entity": entity}
+    pointer = f"statement add Ivy mentions …{tail} --object-type statement {space}"
+    pointed = brain_json(server, pointer)
+    got = brain_json(server, f"statement get {pointed['statement_id']} {space}")
+    assert got["statement"]["object"] == {"statement": full}
 
     # One digit two ids end with is ambiguous; digits none ends with name nothing.
     last = [i[-1] for i in ids]

@@ -8,7 +8,8 @@ in the space and keeps those whose id ends with the digits given; exactly one
 must. Statements are listed by STATEMENT_LIST with superseded and tombstoned
 rows, entities by ENTITY_LIST, review items by REVIEW_LIST (the open ones, the
 only ones it shows). A SUBJECT, FROM or TO ``id:…3f9a01c2`` and an ENTITY
-argument ``…3f9a01c2`` name an entity the same way.
+argument ``…3f9a01c2`` name an entity the same way, and an OBJECT of
+``--object-type entity`` or ``statement`` its entity or statement.
 
 Memories, relations and merges have no listing by space, so a tail of theirs
 could not be told apart from the ids the command cannot see: tables print
@@ -51,6 +52,10 @@ holding more of the kind is not searched past them; its ids must be given whole.
 
 REF_ARGUMENTS: Final = ("subject", "from_", "to")
 """Arguments holding a SUBJECT, FROM or TO, where ``id:…TAIL`` names an entity."""
+
+OBJECT_KINDS: Final = {"entity": ("entity", "id:"), "statement": ("statement", "statement:")}
+"""``--object-type`` values whose OBJECT is an id of a kind that resolves, and the
+prefix the OBJECT may carry."""
 
 _MARKED: Final = re.compile(r"(?:…|\.\.\.)([0-9a-fA-F]{1,31})")
 _BARE: Final = re.compile(r"[0-9a-fA-F]{8,31}")
@@ -180,6 +185,14 @@ def resolve_arguments(ctx: VerbContext, args: argparse.Namespace) -> None:
             if tail is not None:
                 entity = resolve_short_id(ctx, ShortId("entity", tail), space)
                 setattr(args, name, f"id:{entity.hex()}")
+        elif name == "object" and isinstance(value, str):
+            kind_prefix = OBJECT_KINDS.get(getattr(args, "object_type", None) or "")
+            if kind_prefix is not None:
+                kind, prefix = kind_prefix
+                word = value.strip().removeprefix(prefix).removeprefix("entity:")
+                tail = _tail(word, bare=True)
+                if tail is not None:
+                    setattr(args, name, resolve_short_id(ctx, ShortId(kind, tail), space).hex())
 
 
 def entity_short_id(text: str) -> ShortId | None:
