@@ -279,9 +279,9 @@ def opened_review(ctx: VerbContext, statement_id: bytes) -> tuple[bytes, str] | 
 
 
 def _say_review(ctx: VerbContext, review_id: bytes, kind: str) -> None:
-    """One line naming the review and how to decide it: on standard output for a
-    person, on standard error beside ``--json`` or ``--quiet`` (whose output stays
-    as parseable as without it)."""
+    """A line naming the review and one with the command that decides it: on standard
+    output for a person, on standard error beside ``--json`` or ``--quiet`` (whose
+    output stays as parseable as without it)."""
     ident = review_id.hex()
     if kind == "contradiction":
         what, choices = " opened: the statement contradicts a current one", CONTRADICTION_DECISIONS
