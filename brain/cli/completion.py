@@ -142,7 +142,17 @@ _brain_is() {{
     for item in $1; do [[ "$item" == "$2" ]] && return 0; done
     return 1
 }}
+_brain_offer() {{
+    # The words beginning with what is typed, matched here rather than by compgen,
+    # whose zsh emulation leaves the matching to zsh. They are commands, options and
+    # choices: no blanks or globs to split on.
+    local item
+    for item in $1; do [[ "$item" == "$2"* ]] && COMPREPLY+=("$item"); done
+}}
 _brain() {{
+    # Under zsh's bashcompinit: bash's 0-based arrays and word splitting, for this
+    # call only (and the helpers it calls).
+    [[ -n "${{ZSH_VERSION:-}}" ]] && setopt local_options ksh_arrays sh_word_split
     local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" word i skip=0
     (( COMP_CWORD > 0 )) && prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     for (( i = 1; i < COMP_CWORD; i++ )); do
@@ -159,7 +169,7 @@ _brain() {{
     local words
     if (( COMP_CWORD > 1 )) && _brain_is "$(_brain_takes_value "$path")" "$prev"; then
         words="$(_brain_choices "$path" "$prev")"
-        [[ -n "$words" ]] && mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
+        _brain_offer "$words" "$cur"
         return 0
     fi
     if [[ "$cur" == -* ]]; then
@@ -167,7 +177,7 @@ _brain() {{
     else
         words="$(_brain_children "$path")"
     fi
-    [[ -n "$words" ]] && mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
+    _brain_offer "$words" "$cur"
     return 0
 }}
 complete -o default -F _brain brain

@@ -213,54 +213,72 @@ def test_the_cli_defaults_match_the_client_library() -> None:
 # --- shell completion -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def bash_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``brain completion bash`` as a file."""
-    path = tmp_path_factory.mktemp("completion") / "brain.bash"
-    path.write_text(completion.script(_build_parser(), "bash"), encoding="utf-8")
+def _script(tmp_path: Path, shell: str) -> Path:
+    path = tmp_path / f"brain.{shell}"
+    path.write_text(completion.script(_build_parser(), shell), encoding="utf-8")
     return path
 
 
-def _complete(script: Path, *words: str) -> list[str]:
-    """What bash offers for the command line ``words`` (the last one being typed)."""
-    quoted = " ".join("'" + word.replace("'", "'\\''") + "'" for word in words)
-    program = (
-        f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _brain; "
-        "printf '%s\\n' \"${COMPREPLY[@]}\""
-    )
-    done = subprocess.run(
-        ["bash", "--norc", "--noprofile", "-c", program],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+def _shell(name: str) -> str:
+    binary = shutil.which(name)
+    if binary is None:
+        pytest.skip(f"{name} is not installed")
+    return binary
+
+
+def _run(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
     assert done.stderr == ""
-    return [line for line in done.stdout.splitlines() if line]
+    return done.stdout
 
 
-def test_the_bash_script_is_valid_bash(bash_script: Path) -> None:
-    subprocess.run(["bash", "-n", str(bash_script)], check=True, timeout=30)
+def _complete(shell: str, script: Path, *words: str) -> list[str]:
+    """What the bash completion function offers, run by bash or by zsh through its
+    bashcompinit, for the command line ``words`` (the last one being typed)."""
+    quoted = " ".join("'" + word.replace("'", "'\\''") + "'" for word in words)
+    setup = "autoload -U compinit && compinit -u -D; " if shell == "zsh" else ""
+    program = (
+        f"{setup}source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; "
+        "_brain; printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
+    flags = ["-f"] if shell == "zsh" else ["--norc", "--noprofile"]
+    return [line for line in _run([_shell(shell), *flags, "-c", program]).splitlines() if line]
 
 
-@pytest.mark.parametrize(
-    ("words", "offered"),
-    [
-        (("brain", "sta"), ["statement"]),
-        (("brain", "statement", "a"), ["add"]),
-        (("brain", "--version", "statement", "l"), ["list"]),
-        (("brain", "statement", "add", "--ki"), ["--kind"]),
-        (("brain", "statement", "add", "--kind", ""), ["fact", "preference", "event"]),
-        # An option's value is not a command: "statement" here is a subject name.
-        (("brain", "statement", "list", "--subject", "statement", "--pred"), ["--predicate"]),
-        (("brain", "review", "decide", "0190", "m"), ["merge"]),
-        (("brain", "completion", ""), ["bash", "zsh", "fish"]),
-    ],
-)
-def test_bash_completes_commands_options_and_choices(
-    bash_script: Path, words: tuple[str, ...], offered: list[str]
+CASES: Final = [
+    (("brain", "sta"), ["statement"]),
+    (("brain", "statement", "a"), ["add"]),
+    (("brain", "--version", "statement", "l"), ["list"]),
+    (("brain", "statement", "add", "--ki"), ["--kind"]),
+    (("brain", "statement", "add", "--kind", ""), ["fact", "preference", "event"]),
+    # An option's value is not a command: "statement" here is a subject name.
+    (("brain", "statement", "list", "--subject", "statement", "--pred"), ["--predicate"]),
+    (("brain", "review", "decide", "0190", "m"), ["merge"]),
+    (("brain", "completion", ""), ["bash", "zsh", "fish"]),
+]
+"""Command lines being typed, and what completing the last word offers."""
+
+
+def test_the_bash_script_is_valid_bash(tmp_path: Path) -> None:
+    _run(["bash", "-n", str(_script(tmp_path, "bash"))])
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+@pytest.mark.parametrize(("words", "offered"), CASES)
+def test_completion_offers_commands_options_and_choices(
+    shell: str, words: tuple[str, ...], offered: list[str], tmp_path: Path
 ) -> None:
-    assert _complete(bash_script, *words) == offered
+    assert _complete(shell, _script(tmp_path, shell), *words) == offered
+
+
+@pytest.mark.parametrize(("words", "offered"), CASES)
+def test_fish_completes_the_same(
+    words: tuple[str, ...], offered: list[str], tmp_path: Path
+) -> None:
+    script = _script(tmp_path, "fish")
+    line = " ".join(words)
+    shown = _run([_shell("fish"), "-N", "-c", f"source {script}; complete -C '{line}'"])
+    assert sorted(row.split("\t")[0] for row in shown.splitlines()) == sorted(offered)
 
 
 def test_brain_completion_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,20 +286,10 @@ def test_brain_completion_prints_the_script(capsys: pytest.CaptureFixture[str]) 
     assert "complete -o default -F _brain brain" in capsys.readouterr().out
     assert main(["completion", "zsh"]) == 0
     assert capsys.readouterr().out.startswith("autoload -U +X bashcompinit && bashcompinit\n")
-
-
-def test_the_fish_script_completes_the_same_tree() -> None:
-    fish = completion.script(_build_parser(), "fish")
-    assert "complete -c brain -f -n '__brain_path \\'\\'' -a 'statement'" in fish
-    assert "complete -c brain -f -n '__brain_path \\'/statement\\'' -a 'add'" in fish
-    assert "-n '__brain_path \\'/statement/add\\'' -l kind -x -a 'fact preference event'" in fish
+    assert main(["completion", "fish"]) == 0
+    assert "complete -c brain" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_the_other_scripts_parse_where_their_shell_is_installed(shell: str, tmp_path: Path) -> None:
-    binary = shutil.which(shell)
-    if binary is None:
-        pytest.skip(f"{shell} is not installed")
-    path = tmp_path / f"brain.{shell}"
-    path.write_text(completion.script(_build_parser(), shell), encoding="utf-8")
-    subprocess.run([binary, "-n", str(path)], check=True, timeout=30)
+def test_the_other_scripts_parse(shell: str, tmp_path: Path) -> None:
+    _run([_shell(shell), "-n", str(_script(tmp_path, shell))])
