@@ -31,13 +31,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import sys
 import tomllib
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -164,6 +161,10 @@ def _token(args: argparse.Namespace) -> str:
 def _request(
     args: argparse.Namespace, method: str, path: str, data: bytes | None = None
 ) -> IO[bytes]:
+    # The HTTP client loads when a transfer runs, not with every other command.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(f"{args.admin_url.rstrip('/')}{path}", data, method=method)
     request.add_header("Authorization", f"Bearer {_token(args)}")
     if data is not None:
@@ -190,6 +191,8 @@ def _request(
 def _json_answer(
     args: argparse.Namespace, method: str, path: str, data: bytes | None = None
 ) -> dict[str, object]:
+    import http.client
+
     try:
         with _request(args, method, path, data) as answer:
             body = json.load(answer)
@@ -228,6 +231,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
     """Copy the export's lines to ``out``; the rows counted, once the trailer agrees."""
+    import http.client
+
     rows = 0
     trailer: dict[str, object] | None = None
     try:
@@ -252,6 +257,8 @@ def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
 def _write_jsonl(response: IO[bytes], out: IO[str], console: Console) -> int:
     """Copy a JSONL export's lines to ``out``; the records counted, once the trailer
     agrees with them and its checksum with every byte before it."""
+    import http.client
+
     records = 0
     trailer: dict[str, object] | None = None
     digest = hashlib.sha256()

@@ -169,10 +169,13 @@ def test_the_lag_note_says_how_long_and_how_much() -> None:
 
 # --- start-up imports -----------------------------------------------------------------------
 
-HEAVY_MODULES: Final = ("numpy", "hnswlib", "lmdb", "asyncio", "brain.client", "brain.engine")
+HEAVY_MODULES: Final = (
+    *("numpy", "hnswlib", "lmdb", "asyncio", "brain.client", "brain.engine"),
+    *("urllib.request", "http.client"),
+)
 """What a command that only parses or prints help has no use for: the embedder's and
-index's libraries, the store, and the client library (asyncio, the wire session),
-which load only when a verb runs or connects."""
+index's libraries, the store, the client library (asyncio, the wire session), which
+load only when a verb runs or connects, and the HTTP client of export and import."""
 
 _LOADED_BY: Final = """
 import json, sys
