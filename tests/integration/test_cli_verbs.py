@@ -250,6 +250,10 @@ def test_statement_add_names_the_review_it_opened(server: ServerProcess) -> None
         waiting.stdout
     )
     assert f"brain review decide {pending[0]} merge|distinct" in waiting.stdout
+    related = brain(server, "relation add knows Sam Yan --from-type person --space opened")
+    assert f"review {pending[0]}: the FROM's name is ambiguous; the relation waits" in (
+        related.stdout
+    )
 
 
 def test_follow_prints_the_changes(server: ServerProcess) -> None:

@@ -48,7 +48,7 @@ from brain.wire.messages.values import MAX_LIST_LIMIT, EntityRef, PendingRef, Re
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
-__all__ = ["KINDS", "confidence_arg", "register", "word"]
+__all__ = ["KINDS", "confidence_arg", "opened_review", "register", "say_review", "word"]
 
 KINDS: Final = ("fact", "preference", "event")
 """Statement kinds (spec/02-data-model.md §5)."""
@@ -247,7 +247,7 @@ def _add(ctx: VerbContext) -> int:
     code = _written(ctx, answer)
     review = opened_review(ctx, answer.statement_id)
     if review is not None:
-        _say_review(ctx, *review)
+        say_review(ctx, *review)
     return code
 
 
@@ -278,16 +278,24 @@ def opened_review(ctx: VerbContext, statement_id: bytes) -> tuple[bytes, str] | 
     return None
 
 
-def _say_review(ctx: VerbContext, review_id: bytes, kind: str) -> None:
+def say_review(
+    ctx: VerbContext,
+    review_id: bytes,
+    kind: str,
+    *,
+    record: str = "statement",
+    waiting: str = "subject",
+) -> None:
     """A line naming the review and one with the command that decides it: on standard
     output for a person, on standard error beside ``--json`` or ``--quiet`` (whose
-    output stays as parseable as without it)."""
+    output stays as parseable as without it). An ambiguous name's item names the
+    ``record`` written and which of its ends (``waiting``) carries the name."""
     ident = review_id.hex()
     if kind == "contradiction":
         what, choices = " opened: the statement contradicts a current one", CONTRADICTION_DECISIONS
     else:
         # Writes naming the same ambiguous name join one open item: it may be older.
-        what, choices = ": the subject's name is ambiguous; the statement waits", NAME_DECISIONS
+        what, choices = f": the {waiting}'s name is ambiguous; the {record} waits", NAME_DECISIONS
     decide = f"decide it: brain review decide {ident} {choices}"
     out = ctx.printer
     if out.json_output or ctx.args.quiet:
