@@ -39,10 +39,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 from urllib.parse import quote
 
-from rich.console import Console
+if TYPE_CHECKING:  # rich loads when a transfer runs
+    from rich.console import Console
+
 
 __all__ = [
     "IMPORT_BATCH_BYTES",
@@ -205,6 +207,8 @@ def _json_answer(
 
 def run_export(args: argparse.Namespace) -> int:
     """``brain export``."""
+    from rich.console import Console
+
     console = Console(stderr=True, quiet=args.quiet)
     path = f"/v1/export?namespace={quote(args.namespace)}"
     if args.format == "jsonl":
@@ -452,6 +456,8 @@ def run_import(args: argparse.Namespace) -> int:
         raise TransferError(
             f"the server has imported {first} rows of this export, more than the file holds"
         )
+    from rich.console import Console
+
     console = Console(stderr=True, quiet=args.quiet)
     if 0 < first < total:
         console.print(f"continuing an interrupted import at row {first} of {total}")

@@ -24,14 +24,17 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TextIO
-
-from rich.console import Console, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Final, TextIO
 
 from brain.cli.verbs.dates import format_time
 from brain.wire.schema import Message
+
+# rich loads when something is printed, not for --help or a usage error (it is a
+# fifth of the command's start-up).
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "ID_BYTES",
@@ -165,8 +168,12 @@ class Printer:
         width = None
         if not _is_terminal(self._stdout) and not os.environ.get("COLUMNS"):
             width = PIPE_WIDTH
-        self.console = Console(file=self._stdout, highlight=False, soft_wrap=False, width=width)
-        self.err = Console(file=self._stderr, highlight=False, soft_wrap=True)
+        from rich.console import Console
+
+        self.console: Console = Console(
+            file=self._stdout, highlight=False, soft_wrap=False, width=width
+        )
+        self.err: Console = Console(file=self._stderr, highlight=False, soft_wrap=True)
 
     # --- values ----------------------------------------------------------------------
 
@@ -203,6 +210,8 @@ class Printer:
 
     def line(self, *parts: str | tuple[str, str]) -> None:
         """Print one line from plain parts and ``(text, style)`` parts; never markup."""
+        from rich.text import Text
+
         safe = [
             printable(part) if isinstance(part, str) else (printable(part[0]), part[1])
             for part in parts
@@ -215,10 +224,14 @@ class Printer:
 
     def note(self, message: str) -> None:
         """A remark for a person, on standard error (so that stdout stays parseable)."""
+        from rich.text import Text
+
         self.err.print(Text(message, style="dim"))
 
     def table(self, *columns: str, title: str | None = None) -> Table:
         """A table with these column headers; ids and times fold rather than vanish."""
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", header_style="bold", expand=False)
         for name in columns:
             table.add_column(name, overflow="fold")
@@ -245,4 +258,6 @@ def printable(text: str) -> str:
 def cell(value: object, style: str = "") -> Text:
     """A table cell holding ``value`` as literal text: stored text is never markup, and
     its control characters are shown, not obeyed."""
+    from rich.text import Text
+
     return Text("" if value is None else printable(str(value)), style=style)

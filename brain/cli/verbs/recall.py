@@ -12,11 +12,7 @@ import argparse
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final, TypeVar
-
-from rich.columns import Columns
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from brain.cli.verbs.arguments import argument, parse_arms, parse_choices
 from brain.cli.verbs.connect import UsageProblem
@@ -41,6 +37,10 @@ from brain.wire.messages.recall_ops import (
 )
 from brain.wire.messages.records import Statement
 from brain.wire.opcodes import Opcode
+
+if TYPE_CHECKING:  # rich loads when something is drawn (brain.cli.verbs.output)
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["WAIT_NOTE_S", "lag_note", "register"]
 
@@ -407,6 +407,8 @@ def _show_explain(printer: Printer, explain: Explain) -> None:
         ("total", timings.total),
     ):
         stages.add_row(cell(name), cell(micros))
+    from rich.columns import Columns
+
     printer.show(Columns([steps, stages]))
     fusion = explain.fusion if explain.rrf_k is None else f"{explain.fusion}, rrf_k {explain.rrf_k}"
     printer.line(f"restored by as_of: {explain.restored_by_as_of}; fusion {fusion}")

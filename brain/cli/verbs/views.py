@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-
-from rich.console import RenderableType
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from brain.cli.verbs.output import Labels, Printer, cell, to_json
 from brain.wire.messages.records import Entity, Evidence, Memory, Relation, Statement
@@ -34,6 +30,12 @@ from brain.wire.messages.values import (
     Value,
 )
 from brain.wire.schema import Message
+
+if TYPE_CHECKING:  # rich loads when something is drawn (brain.cli.verbs.output)
+    from rich.console import RenderableType
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "detail_panel",
@@ -192,6 +194,10 @@ def statement_table(
 
 def detail_panel(title: str, rows: Sequence[tuple[str, object]]) -> Panel:
     """A panel of ``field  value`` lines; rows whose value is None are left out."""
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")

@@ -171,11 +171,12 @@ def test_the_lag_note_says_how_long_and_how_much() -> None:
 
 HEAVY_MODULES: Final = (
     *("numpy", "hnswlib", "lmdb", "asyncio", "brain.client", "brain.engine"),
-    *("urllib.request", "http.client"),
+    *("urllib.request", "http.client", "rich"),
 )
 """What a command that only parses or prints help has no use for: the embedder's and
 index's libraries, the store, the client library (asyncio, the wire session), which
-load only when a verb runs or connects, and the HTTP client of export and import."""
+load only when a verb runs or connects, the HTTP client of export and import, and
+rich, which loads when something is drawn."""
 
 _LOADED_BY: Final = """
 import json, sys
