@@ -7,20 +7,21 @@ could not run (bad usage or configuration), 3 ``wal verify`` found corruption.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from brain import __version__
-from brain.cli import mcp_server, transfer, verbs
+from brain.cli import completion, mcp_server, transfer, verbs
 from brain.errors import BrainError, StorageFault
-from brain.server.config import Config, ConfigError, load_config
 from brain.server.files import PRIVATE_UMASK
+
+if TYPE_CHECKING:
+    from brain.server.config import Config
 
 __all__ = ["main"]
 
@@ -106,10 +107,22 @@ def _build_parser() -> argparse.ArgumentParser:
     verbs.register(commands)  # the data verbs: memory, statement, recall, … (brain/cli/verbs/)
     transfer.add_commands(commands)  # export and import through the admin port
     mcp_server.add_command(commands)  # the tools for agents, over MCP (brain/mcp/)
+    complete = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print the completion script for SHELL. bash: "
+        'eval "$(brain completion bash)" (in ~/.bashrc); zsh: eval "$(brain completion zsh)" '
+        "(in ~/.zshrc); fish: brain completion fish > ~/.config/fish/completions/brain.fish.",
+    )
+    complete.add_argument(
+        "shell", choices=completion.SHELLS, metavar="SHELL", help="bash, zsh or fish"
+    )
     return parser
 
 
 def _config(args: argparse.Namespace) -> Config:
+    from brain.server.config import load_config  # the engine's tuning: loaded on use
+
     overrides: dict[str, object] = {}
     for flag, key in (
         ("data", "server.data_dir"),
@@ -125,6 +138,8 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from brain.embed import ModelMissing, load_embedder
     from brain.server.app import run_server
 
@@ -237,6 +252,17 @@ def _snapshot_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_ACTIONS: Final[dict[tuple[str, str | None], Callable[[argparse.Namespace], int]]] = {
+    ("serve", None): _serve,
+    ("keys", "create"): _keys_create,
+    ("wal", "verify"): _wal_verify,
+    ("wal", "truncate"): _wal_truncate,
+    ("snapshot", "create"): _snapshot_create,
+    ("snapshot", "restore"): _snapshot_restore,
+}
+"""The commands run here, by (command, action); ``serve`` has no action."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     # One BLAS thread: on a small machine the embedder's matrix products share the
@@ -252,21 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     runners = {"export": transfer.run, "import": transfer.run, mcp_server.COMMAND: mcp_server.run}
     if args.command in runners:
         return runners[args.command](args)
+    if args.command == "completion":
+        sys.stdout.write(completion.script(parser, args.shell))
+        return EXIT_OK
     if args.command in verbs.COMMANDS:
         return verbs.run(args)  # prints its own errors, exit codes as below
+    from brain.server.config import ConfigError
+
+    action = _ACTIONS.get((args.command, getattr(args, f"{args.command}_command", None)))
     try:
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "keys" and args.keys_command == "create":
-            return _keys_create(args)
-        if args.command == "wal" and args.wal_command == "verify":
-            return _wal_verify(args)
-        if args.command == "wal" and args.wal_command == "truncate":
-            return _wal_truncate(args)
-        if args.command == "snapshot" and args.snapshot_command == "create":
-            return _snapshot_create(args)
-        if args.command == "snapshot" and args.snapshot_command == "restore":
-            return _snapshot_restore(args)
+        if action is not None:
+            return action(args)
     except ConfigError as exc:
         print(f"brain: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -27,8 +27,8 @@ EXIT_USAGE: Final = 2
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mcp`` to the ``brain`` command."""
-    from brain.mcp.serve import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, HTTP_PATH
-    from brain.sdk.sync import DEFAULT_SPACE
+    # A light module only: building the parser runs for every brain command.
+    from brain.mcp.endpoint import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, HTTP_PATH
 
     parser = commands.add_parser(
         COMMAND,
@@ -40,8 +40,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_connection_options(parser)
     parser.add_argument(
         "--space",
-        default=os.environ.get(ENV_SPACE) or DEFAULT_SPACE,
-        help=f"the space every tool works in (env {ENV_SPACE}, default {DEFAULT_SPACE})",
+        default=None,
+        help=f"the space every tool works in (env {ENV_SPACE}, default: default)",
     )
     mcp = parser.add_argument_group("MCP")
     mcp.add_argument(
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from brain.mcp.serve import run_http, run_stdio
     from brain.mcp.tools import build_server
     from brain.sdk import Brain
+    from brain.sdk.sync import DEFAULT_SPACE
 
     try:
         target = resolve_target(args)
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             target.host,
             target.port,
             api_key=target.api_key,
-            space=args.space,
+            space=args.space or os.environ.get(ENV_SPACE) or DEFAULT_SPACE,
             timeout=args.timeout,
         )
     )

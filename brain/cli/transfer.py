@@ -31,22 +31,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import sys
 import tomllib
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 from urllib.parse import quote
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+if TYPE_CHECKING:  # rich loads when a transfer runs
+    from rich.console import Console
+
 
 __all__ = [
     "IMPORT_BATCH_BYTES",
@@ -165,6 +163,10 @@ def _token(args: argparse.Namespace) -> str:
 def _request(
     args: argparse.Namespace, method: str, path: str, data: bytes | None = None
 ) -> IO[bytes]:
+    # The HTTP client loads when a transfer runs, not with every other command.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(f"{args.admin_url.rstrip('/')}{path}", data, method=method)
     request.add_header("Authorization", f"Bearer {_token(args)}")
     if data is not None:
@@ -191,6 +193,8 @@ def _request(
 def _json_answer(
     args: argparse.Namespace, method: str, path: str, data: bytes | None = None
 ) -> dict[str, object]:
+    import http.client
+
     try:
         with _request(args, method, path, data) as answer:
             body = json.load(answer)
@@ -203,6 +207,8 @@ def _json_answer(
 
 def run_export(args: argparse.Namespace) -> int:
     """``brain export``."""
+    from rich.console import Console
+
     console = Console(stderr=True, quiet=args.quiet)
     path = f"/v1/export?namespace={quote(args.namespace)}"
     if args.format == "jsonl":
@@ -229,6 +235,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
     """Copy the export's lines to ``out``; the rows counted, once the trailer agrees."""
+    import http.client
+
     rows = 0
     trailer: dict[str, object] | None = None
     try:
@@ -253,6 +261,8 @@ def _write_export(response: IO[bytes], out: IO[str], console: Console) -> int:
 def _write_jsonl(response: IO[bytes], out: IO[str], console: Console) -> int:
     """Copy a JSONL export's lines to ``out``; the records counted, once the trailer
     agrees with them and its checksum with every byte before it."""
+    import http.client
+
     records = 0
     trailer: dict[str, object] | None = None
     digest = hashlib.sha256()
@@ -446,9 +456,19 @@ def run_import(args: argparse.Namespace) -> int:
         raise TransferError(
             f"the server has imported {first} rows of this export, more than the file holds"
         )
+    from rich.console import Console
+
     console = Console(stderr=True, quiet=args.quiet)
     if 0 < first < total:
         console.print(f"continuing an interrupted import at row {first} of {total}")
+    from rich.progress import (  # only an import draws it: loaded then
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     batches = import_batches(
         sizes,

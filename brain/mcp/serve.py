@@ -17,16 +17,9 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
+from brain.mcp.endpoint import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, HTTP_PATH
+
 __all__ = ["DEFAULT_HTTP_HOST", "DEFAULT_HTTP_PORT", "HTTP_PATH", "run_http", "run_stdio"]
-
-DEFAULT_HTTP_HOST: Final = "127.0.0.1"
-"""Loopback by default: whoever reaches the endpoint acts with the server's API key."""
-
-DEFAULT_HTTP_PORT: Final = 9093
-"""The port after Brain's own three (wire 9090, public 9091, admin 9092)."""
-
-HTTP_PATH: Final = "/mcp"
-"""Where the streamable HTTP endpoint answers, the SDK's and clients' usual path."""
 
 LISTEN_BACKLOG: Final = 128
 """Pending connections the listening socket queues: a few agents, with room to spare."""

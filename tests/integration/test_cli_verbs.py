@@ -131,9 +131,9 @@ def test_alice_example(server: ServerProcess) -> None:
     # Believed on April 1: Acme, current then, with its validity still open then.
     then_table = brain(server, alice, "--as-of", april).stdout
     assert "Acme" in then_table and "current" in then_table
-    assert "superseded" not in then_table and "2022-03-01T00:00:00+00:00 → open" in then_table
+    assert "superseded" not in then_table and "2022-03-01 00:00:00+00:00 → open" in then_table
     shown = brain(server, f"history {old}").stdout
-    assert "superseded" in shown and "2024-02-01T00:00:00+00:00" in shown
+    assert "superseded" in shown and "2024-02-01 00:00:00+00:00" in shown
 
 
 def test_memory_add_get_forget(server: ServerProcess) -> None:
@@ -223,6 +223,39 @@ def test_review_list_and_decide(server: ServerProcess) -> None:
     assert brain_json(server, "review list --space reviews")["items"] == []
 
 
+def test_statement_add_names_the_review_it_opened(server: ServerProcess) -> None:
+    brain(server, "schema put --predicate drinks:fact --space opened")
+    first = brain(server, "statement add Yan drinks tea --space opened")
+    assert "review" not in first.stdout + first.stderr  # nothing contradicted yet
+    second = brain(server, "statement add Yan drinks coffee --space opened")
+    items = brain_json(server, "review list --space opened")["items"]
+    assert [i["kind"] for i in items] == ["contradiction"]
+    review = items[0]["review_id"]
+    assert f"review {review} opened" in second.stdout
+    assert f"decide it: brain review decide {review} keep_both|supersede|reject_new" in (
+        second.stdout
+    )
+    # --json stays the answer alone; the remark goes to standard error.
+    third = brain(server, "statement add Yan drinks water --space opened --json")
+    assert set(json.loads(third.stdout)) >= {"statement_id", "lsn"}
+    assert "review " in third.stderr and "opened" in third.stderr
+
+    # A name two entities answer to: the statement waits for the name's review.
+    for _ in range(2):
+        brain(server, "entity add Sam --type person --space opened")
+    waiting = brain(server, "statement add Sam drinks tea --subject-type person --space opened")
+    named = brain_json(server, "review list --space opened")["items"]
+    pending = [i["review_id"] for i in named if i["kind"] == "ambiguous_entity"]
+    assert len(pending) == 1 and f"review {pending[0]}: the subject's name is ambiguous" in (
+        waiting.stdout
+    )
+    assert f"brain review decide {pending[0]} merge|distinct" in waiting.stdout
+    related = brain(server, "relation add knows Sam Yan --from-type person --space opened")
+    assert f"review {pending[0]}: the FROM's name is ambiguous; the relation waits" in (
+        related.stdout
+    )
+
+
 def test_follow_prints_the_changes(server: ServerProcess) -> None:
     first = brain_json(server, "memory add 'first change' --space feed")
     second = brain_json(server, "memory add 'second change' --space feed")
@@ -298,6 +331,63 @@ def test_txn_applies_a_file_all_or_none(server: ServerProcess, tmp_path: Path) -
     refused = brain(server, f"txn {broken}", expect=1)
     assert "NOT_FOUND" in refused.stderr and "line 2" in refused.stderr
     assert brain_json(server, "statement list --subject Gus --space txn")["statements"] == []
+
+
+def test_short_ids_from_tables_are_accepted_back(server: ServerProcess, tmp_path: Path) -> None:
+    space = "--space short"
+    # Seventeen statements: two of them share their last hex digit, whatever the ids.
+    batch = tmp_path / "short.txt"
+    batch.write_text(
+        "".join(f"statement add Ivy likes item{n} {space}\n" for n in range(17)),
+        encoding="utf-8",
+    )
+    brain(server, f"txn {batch}")
+    rows = brain_json(server, f"statement list --subject Ivy {space}")["statements"]
+    ids = [row["id"] for row in rows]
+    table = brain(server, f"statement list --subject Ivy {space}").stdout
+    shown = re.findall(r"…([0-9a-f]{8,})", table)
+    assert len(shown) == 17 and all(any(i.endswith(t) for i in ids) for t in shown)
+
+    # The short form a table printed names its statement, in each verb taking an id.
+    tail = shown[0]
+    full = next(i for i in ids if i.endswith(tail))
+    assert brain_json(server, f"statement get …{tail} {space}")["statement"]["id"] == full
+    assert brain_json(server, f"history ...{tail} {space}")["versions"][0]["id"] == full
+    tombstoned = brain_json(server, f"statement tombstone {tail} {space}")
+    assert tombstoned["id"] == full
+
+    # Its subject's short id too, as an argument and inside a SUBJECT ref.
+    entity = rows[0]["subject"]["entity"]
+    entity_tail = re.findall(r"…([0-9a-f]{8,})", brain(server, f"entity list {space}").stdout)
+    assert len(entity_tail) == 1 and entity.endswith(entity_tail[0])
+    assert brain_json(server, f"entity get …{entity_tail[0]} {space}")["entity"]["id"] == entity
+    by_id = brain_json(server, f"statement list --subject-id {entity_tail[0]} {space}")
+    assert len(by_id["statements"]) == 16
+    added = brain_json(server, f"statement add id:…{entity_tail[0]} likes tea {space}")
+    got = brain_json(server, f"statement get {added['statement_id']} {space}")
+    assert got["statement"]["subject"] == {"entity": entity}
+    pointer = f"statement add Ivy mentions …{tail} --object-type statement {space}"
+    pointed = brain_json(server, pointer)
+    got = brain_json(server, f"statement get {pointed['statement_id']} {space}")
+    assert got["statement"]["object"] == {"statement": full}
+
+    # One digit two ids end with is ambiguous; digits none ends with name nothing.
+    last = [i[-1] for i in ids]
+    shared = next(d for d in last if last.count(d) > 1)
+    ambiguous = brain(server, f"statement get …{shared} {space}", expect=2)
+    assert f"…{shared} matches {last.count(shared)} statement ids" in ambiguous.stderr
+    assert "--full-ids" in ambiguous.stderr
+    absent = next(
+        t for t in ("00000000", "11111111", "22222222") if not any(i.endswith(t) for i in ids)
+    )
+    unknown = brain(server, f"statement get {absent} {space}", expect=2)
+    assert f"no statement id in space 'short' ends with {absent}" in unknown.stderr
+
+    # Memory and relation ids have no short form that could resolve: shown whole.
+    memory = brain_json(server, f"memory add 'Ivy likes tea.' {space}")["memory_id"]
+    brain(server, f"statement add Ivy drinks memory:{memory} --object-type memory {space}")
+    listed = brain(server, f"statement list --subject Ivy --predicate drinks {space}").stdout
+    assert f"memory {memory}" in listed
 
 
 def _free_port() -> int:

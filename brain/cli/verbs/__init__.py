@@ -45,6 +45,7 @@ from brain.cli.verbs.context import VerbContext
 from brain.cli.verbs.options import SubParsers, make_parents
 from brain.cli.verbs.output import Printer
 from brain.cli.verbs.problems import describe_error, flag_for_field
+from brain.cli.verbs.short_ids import resolve_arguments
 from brain.errors import BrainError, InvalidArgument
 
 __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "register", "run"]
@@ -117,6 +118,7 @@ def run(
 
     try:
         _check_output_options(args)
+        resolve_arguments(ctx, args)  # short ids, before any request is built
         code: int = verb(ctx)
         return code
     except UsageProblem as exc:

@@ -20,8 +20,9 @@ from typing import Final
 from brain.cli.verbs.arguments import argument
 from brain.cli.verbs.connect import UsageProblem
 from brain.cli.verbs.context import VerbContext
-from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg
+from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb
 from brain.cli.verbs.output import cell
+from brain.cli.verbs.short_ids import short_id_arg
 from brain.cli.verbs.statements import KINDS
 from brain.errors import BrainError
 from brain.wire.messages.review_ops import (
@@ -124,7 +125,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         "newest replaces the others) or reject_new. An ambiguous name: merge (it and its "
         "candidates are one entity) or distinct (a new entity).",
     )
-    decide.add_argument("review_id", type=id_arg, metavar="ID")
+    decide.add_argument("review_id", type=short_id_arg("review"), metavar="ID")
     decide.add_argument(
         "decision", choices=DECISIONS, metavar="DECISION", help=", ".join(DECISIONS)
     )
@@ -209,6 +210,9 @@ def _review_list(ctx: VerbContext) -> int:
     labels = out.labels(answer)
     table = out.table("review id", "kind", "name", "records", "created")
     for item in answer.items:
+        # A contradiction names statements, whose short ids resolve; a name's item
+        # may name relations too, whose ids are shown whole (short_ids).
+        shown = labels.id if item.kind == "contradiction" else bytes.hex
         name = "" if item.name is None else item.name
         if item.type_ is not None:
             name += f" ({item.type_})"
@@ -216,8 +220,8 @@ def _review_list(ctx: VerbContext) -> int:
             cell(item.review_id.hex(), "cyan"),
             cell(item.kind),
             cell(name),
-            cell("\n".join(labels.id(record) for record in item.records)),
-            cell(out.time(item.created_at)),
+            cell("\n".join(shown(record) for record in item.records)),
+            cell(out.time(item.created_at, compact=True)),
         )
     if answer.items:
         out.show(table)

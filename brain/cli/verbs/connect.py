@@ -24,9 +24,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from brain.client.sync import DEFAULT_PORT, DEFAULT_TIMEOUT_S, Client
+if TYPE_CHECKING:
+    from brain.client.sync import Client
 
 __all__ = [
     "DEFAULT_HOST",
@@ -49,6 +50,14 @@ ENV_API_KEY: Final = "BRAIN_API_KEY"
 ENV_SPACE: Final = "BRAIN_SPACE"
 CREDENTIALS_FILE: Final = "credentials.toml"
 """The file ``brain serve`` writes in its data directory (brain/server/credentials.py)."""
+
+DEFAULT_PORT: Final = 9090
+"""The wire port, as :data:`brain.client.sync.DEFAULT_PORT`: repeated here because the
+client library (asyncio and the wire session) loads only when a verb connects, not
+for ``--help`` or a parser error; a unit test holds the two equal."""
+
+DEFAULT_TIMEOUT_S: Final = 30.0
+"""Longest wait for an answer, as :data:`brain.client.sync.DEFAULT_TIMEOUT_S`."""
 
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 _MAX_PORT: Final = 0xFFFF
@@ -180,4 +189,6 @@ def _read_key(path: Path) -> str:
 
 def connect(target: Target, *, timeout: float | None) -> Client:
     """A connection to ``target``, handshake done (raises the server's BrainError)."""
+    from brain.client.sync import Client
+
     return Client.connect(target.host, target.port, api_key=target.api_key, timeout=timeout)

@@ -12,16 +12,18 @@ import argparse
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from brain.cli.verbs.connect import Target, connect, resolve_target
 from brain.cli.verbs.output import Printer
-from brain.client.sync import Client
 from brain.errors import ConnectionClosed
 from brain.wire.messages.common import WriteRequest
 from brain.wire.messages.entity_ops import EntityGet, EntityGetOk
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
+
+if TYPE_CHECKING:
+    from brain.client.sync import Client
 
 __all__ = [
     "MAX_NAME_LOOKUPS",

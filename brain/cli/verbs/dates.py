@@ -13,7 +13,10 @@ The wire carries every time as signed nanoseconds since the Unix epoch, UTC
 Fractions of a second may have up to 9 digits, so any time the server shows
 can be typed back exactly. :func:`format_time` shows a time in local time with
 its offset, or in UTC with ``Z``, with as many fraction digits as it needs (0,
-3, 6 or 9): a time copied from the output names the same nanosecond.
+3, 6 or 9): a time copied from the output names the same nanosecond. Its
+``compact`` form, for tables, is to the second (the fraction cut off, not
+rounded) with a space for the ``T``: ``2026-12-04 20:31:05Z``, which reads back
+as the start of that second.
 
 Both take an optional ``tz``; ``None`` means the system's local time zone
 (``TZ``), which is what the CLI uses.
@@ -102,9 +105,14 @@ def parse_time(text: str, *, tz: datetime.tzinfo | None = None) -> int:
     return seconds * NANOS_PER_SECOND + int(fraction.ljust(_FRACTION_DIGITS, "0"))
 
 
-def format_time(nanos: int, *, utc: bool = False, tz: datetime.tzinfo | None = None) -> str:
+def format_time(
+    nanos: int, *, utc: bool = False, tz: datetime.tzinfo | None = None, compact: bool = False
+) -> str:
     """``nanos`` as ISO 8601: in UTC with ``Z`` when ``utc``, else in ``tz`` (None:
-    local time) with its offset; fraction digits only as many as needed (0, 3, 6, 9)."""
+    local time) with its offset; fraction digits only as many as needed (0, 3, 6, 9).
+
+    ``compact``: to the second, the fraction cut off, and a space between date and
+    time (``2026-12-04 20:31:05Z``), narrow enough for a table column."""
     seconds, fraction = divmod(nanos, NANOS_PER_SECOND)
     try:
         moment = _EPOCH + datetime.timedelta(seconds=seconds)
@@ -114,9 +122,9 @@ def format_time(nanos: int, *, utc: bool = False, tz: datetime.tzinfo | None = N
         return f"{nanos} ns"  # beyond what datetime can show; the number is still exact
     stamp = (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+        f"{' ' if compact else 'T'}{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
     )
-    if fraction:
+    if fraction and not compact:
         digits = f"{fraction:09d}"
         while digits.endswith("000"):
             digits = digits[:-3]

@@ -16,6 +16,7 @@ from brain.cli.verbs.context import Request, VerbContext
 from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg
 from brain.cli.verbs.output import cell
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
+from brain.cli.verbs.short_ids import entity_short_id, resolve_short_id, short_id_arg
 from brain.cli.verbs.views import entity_panel, entity_table
 from brain.errors import NotFound
 from brain.wire.messages.entity_ops import (
@@ -42,10 +43,17 @@ __all__ = ["register", "resolve_entity"]
 
 _EXACT_TIERS = ("exact", "alias")
 
+entity_id = short_id_arg("entity")
+"""An entity id: whole, or the short form tables print (:mod:`~brain.cli.verbs.short_ids`)."""
+
 
 def resolve_entity(ctx: VerbContext, text: str, *, what: str = "entity") -> bytes:
-    """The entity ``text`` names: an id (``<hex>``, ``id:<hex>``), or a name or alias
-    that ENTITY_RESOLVE matches exactly and unambiguously; else NOT_FOUND."""
+    """The entity ``text`` names: an id (``<hex>``, ``id:<hex>``), its short form
+    (``…TAIL``, ``id:…TAIL``), or a name or alias that ENTITY_RESOLVE matches exactly
+    and unambiguously; else NOT_FOUND."""
+    short = entity_short_id(text)
+    if short is not None:
+        return resolve_short_id(ctx, short, ctx.space)
     prefix, colon, rest = text.partition(":")
     if colon and prefix in ("id", "entity"):
         text = rest
@@ -104,7 +112,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         write=True,
         help="rename, change aliases, replace attributes (ENTITY_UPDATE)",
     )
-    update.add_argument("id", type=id_arg, metavar="ID")
+    update.add_argument("id", type=entity_id, metavar="ID")
     update.add_argument("--name", metavar="NAME", help="the new name (the old is not kept)")
     update.add_argument("--add-alias", action="append", metavar="NAME")
     update.add_argument("--remove-alias", action="append", metavar="NAME")
@@ -135,8 +143,8 @@ def register(commands: SubParsers, parents: Parents) -> None:
         description="Merge MERGE into KEEP: MERGE's names become KEEP's aliases and its "
         "records answer as KEEP's. Undo with `brain entity unmerge MERGE_ID`.",
     )
-    merge.add_argument("keep", type=id_arg, metavar="KEEP")
-    merge.add_argument("merge", type=id_arg, metavar="MERGE")
+    merge.add_argument("keep", type=entity_id, metavar="KEEP")
+    merge.add_argument("merge", type=entity_id, metavar="MERGE")
 
     unmerge = add_verb(
         group,
@@ -161,7 +169,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         write=True,
         help="soft-delete an entity (ENTITY_TOMBSTONE)",
     )
-    tombstone.add_argument("id", type=id_arg, metavar="ID")
+    tombstone.add_argument("id", type=entity_id, metavar="ID")
 
 
 def _build_add(ctx: VerbContext) -> Request:

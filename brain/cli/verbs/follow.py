@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from brain.cli.verbs.arguments import argument, parse_choices
 from brain.cli.verbs.context import VerbContext
 from brain.cli.verbs.options import Parents, SubParsers, add_verb
 from brain.cli.verbs.output import Printer
-from brain.client import Client
 from brain.errors import BrainError
 from brain.wire.messages.subscribe_ops import (
     RECORD_KINDS,
@@ -26,6 +26,9 @@ from brain.wire.messages.subscribe_ops import (
 )
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
+
+if TYPE_CHECKING:
+    from brain.client.sync import Client
 
 __all__ = ["register", "resume_point"]
 
@@ -174,7 +177,7 @@ def _print_change(out: Printer, frame: ChangeEvent) -> None:
             (f"LSN {frame.lsn:<6}", "bold"),
             f"  {frame.op:<9} {frame.record:<9} ",
             (frame.id.hex(), "cyan"),
-            f"  {out.time(frame.recorded_at)}",
+            f"  {out.time(frame.recorded_at, compact=True)}",
         )
 
 

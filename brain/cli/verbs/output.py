@@ -8,8 +8,11 @@ added or left out, so a script sees exactly what the wire carried.
 Without it, answers become tables and panels. Ids are shortened in tables to
 ``…`` and their last hex digits, as few as keep every id of the table distinct
 (at least :data:`SHORT_ID_HEX`); the tail is used because a UUIDv7's head is its
-creation time, shared by ids made in the same millisecond. Detail views and
-write confirmations print full ids, as does ``--full-ids`` everywhere. Stored
+creation time, shared by ids made in the same millisecond. A shortened id can
+be typed back where a statement, entity or review id is asked for
+(:mod:`brain.cli.verbs.short_ids`); memory and relation ids, whose short forms
+could not be resolved, are shown whole by the views. Detail views and write
+confirmations print full ids, as does ``--full-ids`` everywhere. Stored
 text is never read as rich markup, and rich strips terminal control codes.
 """
 
@@ -21,14 +24,17 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TextIO
-
-from rich.console import Console, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Final, TextIO
 
 from brain.cli.verbs.dates import format_time
 from brain.wire.schema import Message
+
+# rich loads when something is printed, not for --help or a usage error (it is a
+# fifth of the command's start-up).
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "ID_BYTES",
@@ -162,14 +168,21 @@ class Printer:
         width = None
         if not _is_terminal(self._stdout) and not os.environ.get("COLUMNS"):
             width = PIPE_WIDTH
-        self.console = Console(file=self._stdout, highlight=False, soft_wrap=False, width=width)
-        self.err = Console(file=self._stderr, highlight=False, soft_wrap=True)
+        from rich.console import Console
+
+        self.console: Console = Console(
+            file=self._stdout, highlight=False, soft_wrap=False, width=width
+        )
+        self.err: Console = Console(file=self._stderr, highlight=False, soft_wrap=True)
 
     # --- values ----------------------------------------------------------------------
 
-    def time(self, nanos: int | None) -> str:
-        """A time as ISO 8601, local with offset (``--utc``: UTC); ``—`` when absent."""
-        return "—" if nanos is None else format_time(nanos, utc=self.utc)
+    def time(self, nanos: int | None, *, compact: bool = False) -> str:
+        """A time as ISO 8601, local with offset (``--utc``: UTC); ``—`` when absent.
+
+        ``compact`` (tables): to the second, ``2026-12-04 20:31:05Z``, so that a row
+        does not wrap; detail views and ``--json`` keep every nanosecond."""
+        return "—" if nanos is None else format_time(nanos, utc=self.utc, compact=compact)
 
     def labels(
         self, value: object, names: Mapping[bytes, str] | None = None, *, detail: bool = False
@@ -197,6 +210,8 @@ class Printer:
 
     def line(self, *parts: str | tuple[str, str]) -> None:
         """Print one line from plain parts and ``(text, style)`` parts; never markup."""
+        from rich.text import Text
+
         safe = [
             printable(part) if isinstance(part, str) else (printable(part[0]), part[1])
             for part in parts
@@ -209,10 +224,14 @@ class Printer:
 
     def note(self, message: str) -> None:
         """A remark for a person, on standard error (so that stdout stays parseable)."""
+        from rich.text import Text
+
         self.err.print(Text(message, style="dim"))
 
     def table(self, *columns: str, title: str | None = None) -> Table:
         """A table with these column headers; ids and times fold rather than vanish."""
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left", header_style="bold", expand=False)
         for name in columns:
             table.add_column(name, overflow="fold")
@@ -239,4 +258,6 @@ def printable(text: str) -> str:
 def cell(value: object, style: str = "") -> Text:
     """A table cell holding ``value`` as literal text: stored text is never markup, and
     its control characters are shown, not obeyed."""
+    from rich.text import Text
+
     return Text("" if value is None else printable(str(value)), style=style)

@@ -9,11 +9,10 @@ survivors of each filter step, the time of each stage, what was searched.
 from __future__ import annotations
 
 import argparse
-from typing import Final
-
-from rich.columns import Columns
-from rich.table import Table
-from rich.text import Text
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from brain.cli.verbs.arguments import argument, parse_arms, parse_choices
 from brain.cli.verbs.connect import UsageProblem
@@ -23,7 +22,6 @@ from brain.cli.verbs.options import Parents, SubParsers, add_verb, time_arg
 from brain.cli.verbs.output import Labels, Printer, cell, printable
 from brain.cli.verbs.statements import KINDS, confidence_arg
 from brain.cli.verbs.views import entity_ids, ref_text, statement_state, validity_text, value_text
-from brain.client.render import render_hits
 from brain.wire.messages.recall_ops import (
     FUSIONS,
     MAX_TOP_K,
@@ -40,9 +38,18 @@ from brain.wire.messages.recall_ops import (
 from brain.wire.messages.records import Statement
 from brain.wire.opcodes import Opcode
 
-__all__ = ["register"]
+if TYPE_CHECKING:  # rich loads when something is drawn (brain.cli.verbs.output)
+    from rich.table import Table
+    from rich.text import Text
+
+__all__ = ["WAIT_NOTE_S", "lag_note", "register"]
 
 RECORD_TYPES: Final = ("statement", "memory")
+
+WAIT_NOTE_S: Final = 1.0
+"""How long a recall may take before the command says what it waits for: past the
+round trip and the cue's embedding (milliseconds), the wait is the server's, for
+the semantic index to take in the space's recent writes (spec/04-retrieval.md §3)."""
 
 SNIPPET_CHARS: Final = 240
 """Longest memory text a hit table shows: a few lines, enough to recognise it;
@@ -175,6 +182,63 @@ def register(commands: SubParsers, parents: Parents) -> None:
     _add_recall_options(explain)
 
 
+A = TypeVar("A")
+
+
+@contextmanager
+def _waiting_note(printer: Printer, verb: str) -> Iterator[None]:
+    """Say once, on standard error, that the answer is slow in coming, if it takes
+    longer than :data:`WAIT_NOTE_S`. One plain line, whether or not standard error is
+    a terminal: a log then shows why the command took its time, and a pipe gets no
+    spinner's control codes. It is written before anything of the answer."""
+    timer = threading.Timer(
+        WAIT_NOTE_S,
+        printer.note,
+        args=(
+            f"brain {verb}: waiting for the server: a recall waits for the semantic index "
+            "to take in the space's recent writes (at most retrieval.index_wait_s)…",
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def _call_noting_wait(ctx: VerbContext, verb: str, call: Callable[[], A]) -> A:
+    with _waiting_note(ctx.printer, verb):
+        return call()
+
+
+def lag_note(coverage: Coverage) -> str | None:
+    """What the answer says of an index that lagged behind the writes: how long the
+    recall waited for it, and how many documents it could not yet search by meaning;
+    None when it kept up."""
+    parts = []
+    if coverage.index_wait_ms is not None and coverage.index_wait_ms >= WAIT_NOTE_S * 1000:
+        parts.append(f"the recall waited {coverage.index_wait_ms / 1000:.1f} s for it")
+    if coverage.embed_backlog:
+        count = coverage.embed_backlog
+        many = (
+            "1,000 or more documents were"
+            if count >= 1000
+            else ("1 document was" if count == 1 else f"{count} documents were")
+        )
+        parts.append(f"{many} not in it yet, so not searched by meaning")
+    if not parts:
+        return None
+    return f"the semantic index lagged behind the writes: {'; '.join(parts)}"
+
+
+def _note_lag(printer: Printer, coverage: Coverage) -> None:
+    note = lag_note(coverage)
+    if note is not None:
+        printer.note(note)
+
+
 def _recall_fields(ctx: VerbContext) -> dict[str, object]:
     args = ctx.args
     anchor = None if args.anchor is None else resolve_entity(ctx, args.anchor, what="anchor")
@@ -208,14 +272,17 @@ def _recall(ctx: VerbContext) -> int:
         raise UsageProblem("--render and --json each print the answer; choose one")
     fields = _recall_fields(ctx)
     request = Recall(explain=True if args.explain else None, **fields)  # type: ignore[arg-type]
-    answer = ctx.call(Opcode.RECALL, request, RecallOk)
+    answer = _call_noting_wait(ctx, "recall", lambda: ctx.call(Opcode.RECALL, request, RecallOk))
     out = ctx.printer
+    _note_lag(out, answer.coverage)  # on standard error, whatever the output form
     if out.json_output:
         out.json(answer)
         return 0
     records = [hit.statement for hit in answer.hits if hit.statement is not None]
     names = ctx.entity_names(entity_ids(records))
     if args.render:
+        from brain.client.render import render_hits  # the client package: loaded on use
+
         text = render_hits(answer.hits, max_chars=args.max_chars, names=names)
         # Exact for a pipe or a prompt; on a terminal, control characters are shown.
         out.raw(printable(text) if out.is_terminal() else text)
@@ -231,8 +298,9 @@ def _recall(ctx: VerbContext) -> int:
 
 def _explain(ctx: VerbContext) -> int:
     request = ExplainRequest(**_recall_fields(ctx))  # type: ignore[arg-type]
-    answer = ctx.call(Opcode.EXPLAIN, request, ExplainOk)
+    answer = _call_noting_wait(ctx, "explain", lambda: ctx.call(Opcode.EXPLAIN, request, ExplainOk))
     out = ctx.printer
+    _note_lag(out, answer.coverage)
     if out.json_output:
         out.json(answer)
         return 0
@@ -265,7 +333,8 @@ def _ranked_cells(index: int, hit: RankedHit, labels: Labels) -> list[Text]:
         cell(index),
         cell(f"{hit.score:.4f}"),
         cell(hit.record),
-        cell(labels.id(hit.id), "cyan"),
+        # A memory's id is shown whole: no short form of it resolves (short_ids).
+        cell(hit.id.hex() if hit.record == "memory" else labels.id(hit.id), "cyan"),
         cell(_ranks_text(hit.ranks)),
     ]
 
@@ -275,11 +344,12 @@ def _claim(statement: Statement, labels: Labels, printer: Printer, as_of: int | 
         return "(retracted)"
     claim = (
         f"{ref_text(statement.subject, labels)} {statement.predicate} "
-        f"{value_text(statement.object_, labels, printer)}"
+        f"{value_text(statement.object_, labels, printer, compact=True)}"
     )
     state = statement_state(statement, as_of)
     suffix = "" if state == "current" else f", {state}"
-    return f"{claim}\n{statement.kind}, valid {validity_text(statement, printer)}{suffix}"
+    valid = validity_text(statement, printer, compact=True)
+    return f"{claim}\n{statement.kind}, valid {valid}{suffix}"
 
 
 def _hit_table(
@@ -337,6 +407,8 @@ def _show_explain(printer: Printer, explain: Explain) -> None:
         ("total", timings.total),
     ):
         stages.add_row(cell(name), cell(micros))
+    from rich.columns import Columns
+
     printer.show(Columns([steps, stages]))
     fusion = explain.fusion if explain.rrf_k is None else f"{explain.fusion}, rrf_k {explain.rrf_k}"
     printer.line(f"restored by as_of: {explain.restored_by_as_of}; fusion {fusion}")

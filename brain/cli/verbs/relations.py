@@ -15,7 +15,7 @@ from brain.cli.verbs.entities import resolve_entity
 from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg, time_arg
 from brain.cli.verbs.output import cell
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
-from brain.cli.verbs.statements import confidence_arg, word
+from brain.cli.verbs.statements import confidence_arg, say_review, word
 from brain.cli.verbs.views import entity_ids, relation_panel, relation_table
 from brain.wire.messages.relation_ops import (
     MAX_TRAVERSE_DEPTH,
@@ -33,6 +33,7 @@ from brain.wire.messages.relation_ops import (
     RelationTraverse,
     RelationTraverseOk,
 )
+from brain.wire.messages.values import PendingRef
 from brain.wire.opcodes import Opcode
 
 __all__ = ["register"]
@@ -60,11 +61,12 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--confidence", type=confidence_arg, metavar="X", help="0 to 1 (1)")
     parser.add_argument(
         "--evidence",
-        action="extend",
-        nargs="+",
+        # One memory per flag (repeat it): a list-taking flag would swallow the
+        # positional arguments written after it.
+        action="append",
         type=argument(parse_evidence),
         metavar="MEMORY_ID",
-        help="memories the relation rests on (MEMORY_ID or MEMORY_ID:SHA256)",
+        help="a memory the relation rests on (MEMORY_ID or MEMORY_ID:SHA256; repeat)",
     )
     parser.add_argument("--valid-from", type=time_arg, metavar="DATE")
     parser.add_argument("--valid-to", type=time_arg, metavar="DATE")
@@ -183,7 +185,16 @@ def _written(ctx: VerbContext, answer: RelationCreateOk | RelationSupersedeOk) -
 def _add(ctx: VerbContext) -> int:
     answer = ctx.send(_build_add(ctx))
     assert isinstance(answer, RelationCreateOk)
-    return _written(ctx, answer)
+    code = _written(ctx, answer)
+    # An end named by an ambiguous name is stored as {"pending": review_id}; the
+    # answer does not say, so the relation is read back to name the review.
+    got = ctx.call(
+        Opcode.RELATION_GET, RelationGet(space=ctx.space, id=answer.relation_id), RelationGetOk
+    )
+    for end, ref in (("FROM", got.relation.from_), ("TO", got.relation.to)):
+        if isinstance(ref, PendingRef):
+            say_review(ctx, ref.pending, "ambiguous_entity", record="relation", waiting=end)
+    return code
 
 
 def _build_supersede(ctx: VerbContext) -> Request:

@@ -21,10 +21,12 @@ from brain.cli.verbs.arguments import (
 )
 from brain.cli.verbs.connect import UsageProblem
 from brain.cli.verbs.context import Request, VerbContext
-from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg, time_arg
+from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, time_arg
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
+from brain.cli.verbs.short_ids import short_id_arg
 from brain.cli.verbs.views import entity_ids, statement_panel, statement_table
 from brain.wire.messages.records import Statement
+from brain.wire.messages.review_ops import ReviewList, ReviewListOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
@@ -44,8 +46,9 @@ from brain.wire.messages.statement_ops import (
 )
 from brain.wire.messages.values import MAX_LIST_LIMIT, EntityRef, PendingRef, Ref
 from brain.wire.opcodes import Opcode
+from brain.wire.schema import Message
 
-__all__ = ["KINDS", "confidence_arg", "register", "word"]
+__all__ = ["KINDS", "confidence_arg", "opened_review", "register", "say_review", "word"]
 
 KINDS: Final = ("fact", "preference", "event")
 """Statement kinds (spec/02-data-model.md §5)."""
@@ -55,6 +58,11 @@ MAX_AS_OF_PAGES: Final = 100
 statement: 100,000 rows of one subject and predicate, far past any real chain."""
 
 T = TypeVar("T")
+
+statement_id = short_id_arg("statement")
+"""A statement id: whole, or the short form tables print (:mod:`~brain.cli.verbs.short_ids`)."""
+
+entity_id = short_id_arg("entity")
 
 
 def _confidence(text: str) -> float:
@@ -86,11 +94,12 @@ def _add_draft_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-at", type=time_arg, metavar="DATE", help="when the event was")
     parser.add_argument(
         "--evidence",
-        action="extend",
-        nargs="+",
+        # One memory per flag (repeat it): a list-taking flag would swallow the
+        # positional arguments written after it.
+        action="append",
         type=argument(parse_evidence),
         metavar="MEMORY_ID",
-        help="memories the claim rests on (MEMORY_ID or MEMORY_ID:SHA256)",
+        help="a memory the claim rests on (MEMORY_ID or MEMORY_ID:SHA256; repeat)",
     )
     parser.add_argument("--object-type", choices=OBJECT_TYPES, default="text")
     parser.add_argument("--subject-type", metavar="TYPE", help="entity type of a SUBJECT name")
@@ -113,7 +122,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
     _add_draft_options(add)
 
     get = add_verb(group, "get", _get, parents, help="show one statement (STATEMENT_GET)")
-    get.add_argument("id", type=id_arg, metavar="ID")
+    get.add_argument("id", type=statement_id, metavar="ID")
     get.add_argument(
         "--as-of",
         type=time_arg,
@@ -131,7 +140,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         description="Replace the current statement ID by SUBJECT PREDICATE OBJECT (same "
         "subject). With --valid-from the old one's validity closes there, from now on.",
     )
-    supersede.add_argument("id", type=id_arg, metavar="ID")
+    supersede.add_argument("id", type=statement_id, metavar="ID")
     _add_draft_options(supersede)
 
     tombstone = add_verb(
@@ -142,7 +151,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         build=_build_tombstone,
         help="soft-delete a statement (STATEMENT_TOMBSTONE)",
     )
-    tombstone.add_argument("id", type=id_arg, metavar="ID")
+    tombstone.add_argument("id", type=statement_id, metavar="ID")
     tombstone.add_argument("--reason", metavar="TEXT", help="a note for the audit log")
 
     retract = add_verb(
@@ -153,7 +162,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         build=_build_retract,
         help="retract a statement: its claim is gone for good (STATEMENT_RETRACT)",
     )
-    retract.add_argument("id", type=id_arg, metavar="ID")
+    retract.add_argument("id", type=statement_id, metavar="ID")
 
     listing = add_verb(
         group,
@@ -167,7 +176,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
     )
     who = listing.add_mutually_exclusive_group()
     who.add_argument("--subject", metavar="NAME", help="a subject as for add (a name, id:<hex>)")
-    who.add_argument("--subject-id", type=id_arg, metavar="ID", help="an entity id")
+    who.add_argument("--subject-id", type=entity_id, metavar="ID", help="an entity id")
     listing.add_argument("--subject-type", metavar="TYPE", help="entity type of a --subject name")
     listing.add_argument("--predicate", metavar="P")
     listing.add_argument("--kind", choices=KINDS)
@@ -184,7 +193,7 @@ def register(commands: SubParsers, parents: Parents) -> None:
         parents,
         help="every version of a statement's chain (STATEMENT_HISTORY)",
     )
-    history.add_argument("id", type=id_arg, metavar="ID")
+    history.add_argument("id", type=statement_id, metavar="ID")
 
 
 def _draft_fields(args: argparse.Namespace) -> dict[str, object]:
@@ -235,7 +244,66 @@ def _written(ctx: VerbContext, answer: StatementCreateOk | StatementSupersedeOk)
 def _add(ctx: VerbContext) -> int:
     answer = ctx.send(_build_add(ctx))
     assert isinstance(answer, StatementCreateOk)
-    return _written(ctx, answer)
+    code = _written(ctx, answer)
+    review = opened_review(ctx, answer.statement_id)
+    if review is not None:
+        say_review(ctx, *review)
+    return code
+
+
+CONTRADICTION_DECISIONS: Final = "keep_both|supersede|reject_new"
+NAME_DECISIONS: Final = "merge|distinct"
+
+
+def opened_review(ctx: VerbContext, statement_id: bytes) -> tuple[bytes, str] | None:
+    """The review item the statement just written waits for, and its kind, if any.
+
+    STATEMENT_CREATE's answer does not say, so one pipelined round trip asks: the
+    statement itself (a subject stored as ``{"pending": review_id}`` waits for an
+    ambiguous name's decision) and the open items (a contradiction names the new
+    statement last, spec/02-data-model.md §7). REVIEW_LIST has no cursor: an item
+    past its first :data:`MAX_LIST_LIMIT` open ones is not seen.
+    """
+    requests: list[tuple[Opcode, Message]] = [
+        (Opcode.STATEMENT_GET, StatementGet(space=ctx.space, id=statement_id)),
+        (Opcode.REVIEW_LIST, ReviewList(space=ctx.space, limit=MAX_LIST_LIMIT)),
+    ]
+    got, listed = ctx.client().pipeline(requests)
+    if isinstance(got, StatementGetOk) and isinstance(got.statement.subject, PendingRef):
+        return got.statement.subject.pending, "ambiguous_entity"
+    if isinstance(listed, ReviewListOk):
+        for item in listed.items:
+            if item.kind == "contradiction" and item.records[-1] == statement_id:
+                return item.review_id, item.kind
+    return None
+
+
+def say_review(
+    ctx: VerbContext,
+    review_id: bytes,
+    kind: str,
+    *,
+    record: str = "statement",
+    waiting: str = "subject",
+) -> None:
+    """A line naming the review and one with the command that decides it: on standard
+    output for a person, on standard error beside ``--json`` or ``--quiet`` (whose
+    output stays as parseable as without it). An ambiguous name's item names the
+    ``record`` written and which of its ends (``waiting``) carries the name."""
+    ident = review_id.hex()
+    if kind == "contradiction":
+        what, choices = " opened: the statement contradicts a current one", CONTRADICTION_DECISIONS
+    else:
+        # Writes naming the same ambiguous name join one open item: it may be older.
+        what, choices = f": the {waiting}'s name is ambiguous; the {record} waits", NAME_DECISIONS
+    decide = f"decide it: brain review decide {ident} {choices}"
+    out = ctx.printer
+    if out.json_output or ctx.args.quiet:
+        out.note(f"review {ident}{what}")
+        out.note(decide)
+    else:
+        out.line(("review ", "yellow"), (ident, "cyan"), what)
+        out.line(decide)
 
 
 def _build_supersede(ctx: VerbContext) -> Request:

@@ -35,6 +35,7 @@ from brain.cli.verbs.connect import UsageProblem
 from brain.cli.verbs.context import Request, VerbContext
 from brain.cli.verbs.options import Parents, SubParsers, add_verb
 from brain.cli.verbs.output import cell, dump_json
+from brain.cli.verbs.short_ids import resolve_arguments
 from brain.errors import BrainError
 from brain.wire.messages.txn_ops import (
     MAX_TXN_TIMEOUT_MS,
@@ -191,6 +192,7 @@ def _txn(ctx: VerbContext) -> int:
                 line_args = _parse_line(commands, substitute(words, ids, number), number)
             except TxnLineError as exc:
                 raise UsageProblem(str(exc)) from None
+            resolve_arguments(ctx, line_args)  # short ids, in the line's own --space
             request: Request = line_args.build(VerbContext(line_args, ctx.printer))
             message = replace(request.message, txn_id=begun.txn_id)  # type: ignore[type-var]
             try:

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-
-from rich.console import RenderableType
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from brain.cli.verbs.output import Labels, Printer, cell, to_json
 from brain.wire.messages.records import Entity, Evidence, Memory, Relation, Statement
@@ -34,6 +30,12 @@ from brain.wire.messages.values import (
     Value,
 )
 from brain.wire.schema import Message
+
+if TYPE_CHECKING:  # rich loads when something is drawn (brain.cli.verbs.output)
+    from rich.console import RenderableType
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "detail_panel",
@@ -81,15 +83,15 @@ def ref_text(ref: SubjectRef, labels: Labels) -> str:
     if isinstance(ref, EntityRef):
         return labels.entity(ref.entity)
     if isinstance(ref, MemoryRef):
-        return f"memory {labels.id(ref.memory)}"
+        return f"memory {ref.memory.hex()}"  # whole: no short form of it resolves
     if isinstance(ref, PendingRef):
         return f"pending review {labels.id(ref.pending)}"
     assert isinstance(ref, NameRef)
     return ref.name if ref.type_ is None else f"{ref.name} ({ref.type_})"
 
 
-def value_text(value: Value, labels: Labels, printer: Printer) -> str:
-    """A statement's object as text."""
+def value_text(value: Value, labels: Labels, printer: Printer, *, compact: bool = False) -> str:
+    """A statement's object as text (a time ``compact``, to the second, in a table)."""
     if isinstance(value, TextValue):
         return value.text
     if isinstance(value, IntValue):
@@ -99,11 +101,11 @@ def value_text(value: Value, labels: Labels, printer: Printer) -> str:
     if isinstance(value, BoolValue):
         return "true" if value.bool_ else "false"
     if isinstance(value, TimeValue):
-        return printer.time(value.time)
+        return printer.time(value.time, compact=compact)
     if isinstance(value, EntityValue):
         return labels.entity(value.entity)
     if isinstance(value, MemoryValue):
-        return f"memory {labels.id(value.memory)}"
+        return f"memory {value.memory.hex()}"  # whole: no short form of it resolves
     assert isinstance(value, StatementValue)
     return f"statement {labels.id(value.statement)}"
 
@@ -130,14 +132,17 @@ def statement_state(statement: Statement | Relation, as_of: int | None = None) -
     return "current"
 
 
-def validity_text(record: Statement | Relation, printer: Printer) -> str:
-    """The validity interval ``[from → to)`` (an event: ``at T``); open ends say so."""
+def validity_text(record: Statement | Relation, printer: Printer, *, compact: bool = False) -> str:
+    """The validity interval ``[from → to)`` (an event: ``at T``); open ends say so.
+    ``compact``: its times to the second, for a table."""
     if isinstance(record, Statement) and record.event_at is not None:
-        return f"at {printer.time(record.event_at)}"
+        return f"at {printer.time(record.event_at, compact=compact)}"
     if record.valid_from is None and record.valid_to is None:
         return "always"
-    start = "open" if record.valid_from is None else printer.time(record.valid_from)
-    end = "open" if record.valid_to is None else printer.time(record.valid_to)
+    start = (
+        "open" if record.valid_from is None else printer.time(record.valid_from, compact=compact)
+    )
+    end = "open" if record.valid_to is None else printer.time(record.valid_to, compact=compact)
     return f"{start} → {end}"
 
 
@@ -171,7 +176,7 @@ def statement_table(
             claim = [
                 cell(ref_text(st.subject, labels)),
                 cell(st.predicate),
-                cell(value_text(st.object_, labels, printer)),
+                cell(value_text(st.object_, labels, printer, compact=True)),
             ]
         extra = [cell(st.kind)] * show_kind
         extra += [cell("" if st.confidence is None else f"{st.confidence:g}")] * show_conf
@@ -180,8 +185,8 @@ def statement_table(
             cell(st.version),
             *claim,
             *extra,
-            cell(validity_text(st, printer)),
-            cell(printer.time(st.recorded_at)),
+            cell(validity_text(st, printer, compact=True)),
+            cell(printer.time(st.recorded_at, compact=True)),
             _state_cell(st, as_of),
         )
     return table
@@ -189,6 +194,10 @@ def statement_table(
 
 def detail_panel(title: str, rows: Sequence[tuple[str, object]]) -> Panel:
     """A panel of ``field  value`` lines; rows whose value is None are left out."""
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
@@ -318,7 +327,7 @@ def entity_table(
             cell(entity.name),
             cell(entity.type_ or ""),
             cell(", ".join(entity.aliases)),
-            cell(printer.time(entity.created_at)),
+            cell(printer.time(entity.created_at, compact=True)),
         )
     return table
 
@@ -338,13 +347,14 @@ def relation_table(
     )
     for rel in relations:
         table.add_row(
-            cell(labels.id(rel.id), "cyan"),
+            # Whole: a relation's short id could not be resolved (brain.cli.verbs.short_ids).
+            cell(rel.id.hex(), "cyan"),
             cell(ref_text(rel.from_, labels)),
             cell(rel.type_),
             cell(ref_text(rel.to, labels)),
             cell(f"{rel.confidence:g}"),
-            cell(validity_text(rel, printer)),
-            cell(printer.time(rel.recorded_at)),
+            cell(validity_text(rel, printer, compact=True)),
+            cell(printer.time(rel.recorded_at, compact=True)),
             _state_cell(rel, as_of),
         )
     return table

@@ -415,7 +415,7 @@ def test_statement_table_shows_names_short_ids_and_utc() -> None:
     printer.show(statement_table([statement], printer, labels))
     shown = buffer.getvalue()
     assert "…d3e4f501" in shown and "Alice" in shown and "Acme" in shown
-    assert "2024-02-01T00:00:00Z → open" in shown and "current" in shown
+    assert "2024-02-01 00:00:00Z → open" in shown and "current" in shown
     assert "kind" not in shown  # every row a fact held with confidence 1
 
 

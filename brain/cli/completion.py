@@ -1,0 +1,223 @@
+"""``brain completion bash|zsh|fish``: a shell completion script drawn from the parser.
+
+The script is generated from the argparse tree of :mod:`brain.cli.main`, so it
+knows every command, verb and option the installed ``brain`` has, and the
+choices of the options that have them (``--kind fact|preference|event``); it
+runs no Python while completing. Nothing is completed for ids, names or free
+text: bash and zsh fall back to file names there.
+
+- bash: ``eval "$(brain completion bash)"``, or save it as
+  ``~/.local/share/bash-completion/completions/brain``;
+- zsh: ``eval "$(brain completion zsh)"``: the bash script through zsh's own
+  ``bashcompinit``;
+- fish: ``brain completion fish > ~/.config/fish/completions/brain.fish``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["SHELLS", "Node", "script", "walk"]
+
+SHELLS: Final = ("bash", "zsh", "fish")
+
+
+@dataclass
+class Node:
+    """One parser of the tree: the words leading to it and what may follow them."""
+
+    path: tuple[str, ...]
+    children: dict[str, str] = field(default_factory=dict)
+    """Sub-command name (or a word a positional allows) → its one-line help."""
+    options: dict[str, str] = field(default_factory=dict)
+    """Option string → its help."""
+    takes_value: set[str] = field(default_factory=set)
+    """Options followed by a value (so that the value is not read as a command)."""
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Options whose value is one of a few words."""
+
+
+def _help(action: argparse.Action) -> str:
+    text = action.help or ""
+    # argparse's %-formatting placeholders mean nothing outside argparse.
+    return "" if "%(" in text else " ".join(text.split()).replace("%%", "%")
+
+
+def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[Node]:
+    """Every parser under ``parser`` (itself first), depth first, in definition order."""
+    node = Node(path)
+    subparsers: list[argparse._SubParsersAction[argparse.ArgumentParser]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            subparsers.append(action)
+            helps = {choice.dest: _help(choice) for choice in action._choices_actions}
+            for name in action.choices:
+                node.children[name] = helps.get(name, "")
+            continue
+        if action.help == argparse.SUPPRESS:
+            continue
+        if not action.option_strings:
+            # A positional of a few words (``completion SHELL``, ``review decide …
+            # DECISION``) is completed like a sub-command.
+            for choice in action.choices or ():
+                node.children.setdefault(str(choice), "")
+            continue
+        for option in action.option_strings:
+            node.options[option] = _help(action)
+            if action.nargs != 0:
+                node.takes_value.add(option)
+            if action.choices is not None:
+                node.choices[option] = tuple(str(choice) for choice in action.choices)
+    yield node
+    for action in subparsers:
+        for name, child in action.choices.items():
+            yield from walk(child, (*path, name))
+
+
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for ``shell`` (one of :data:`SHELLS`)."""
+    nodes = list(walk(parser))
+    if shell == "bash":
+        return _bash(nodes)
+    if shell == "zsh":
+        # zsh runs bash completion functions through bashcompinit, shipped with zsh.
+        return "autoload -U +X bashcompinit && bashcompinit\n" + _bash(nodes)
+    if shell == "fish":
+        return _fish(nodes)
+    raise ValueError(f"no completion for {shell!r}; the shells are {', '.join(SHELLS)}")
+
+
+def _quote(text: str) -> str:
+    """``text`` as one single-quoted shell word (bash, zsh and fish read it alike)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "'\\''") + "'"
+
+
+def _fish_quote(text: str) -> str:
+    """``text`` single-quoted for fish, whose quotes escape with a backslash."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _case(arms: list[tuple[str, str]]) -> str:
+    lines = [f"        {_quote(key)}) printf '%s\\n' {words} ;;" for key, words in arms if words]
+    return "\n".join(lines)
+
+
+def _bash(nodes: list[Node]) -> str:
+    children = _case([(" ".join(n.path), " ".join(n.children)) for n in nodes])
+    options = _case([(" ".join(n.path), " ".join(n.options)) for n in nodes])
+    values = _case([(" ".join(n.path), " ".join(sorted(n.takes_value))) for n in nodes])
+    choices = _case(
+        [
+            (f"{' '.join(n.path)}|{option}", " ".join(_quote(c) for c in words))
+            for n in nodes
+            for option, words in n.choices.items()
+        ]
+    )
+    return f"""# bash completion for brain (generated by `brain completion bash`)
+_brain_children() {{
+    case "$1" in
+{children}
+    esac
+}}
+_brain_options() {{
+    case "$1" in
+{options}
+    esac
+}}
+_brain_takes_value() {{
+    case "$1" in
+{values}
+    esac
+}}
+_brain_choices() {{
+    case "$1|$2" in
+{choices}
+    esac
+}}
+_brain_is() {{
+    local item
+    for item in $1; do [[ "$item" == "$2" ]] && return 0; done
+    return 1
+}}
+_brain_offer() {{
+    # The words beginning with what is typed, matched here rather than by compgen,
+    # whose zsh emulation leaves the matching to zsh. They are commands, options and
+    # choices: no blanks or globs to split on.
+    local item
+    for item in $1; do [[ "$item" == "$2"* ]] && COMPREPLY+=("$item"); done
+}}
+_brain() {{
+    # Under zsh's bashcompinit: bash's 0-based arrays and word splitting, for this
+    # call only (and the helpers it calls).
+    [[ -n "${{ZSH_VERSION:-}}" ]] && setopt local_options ksh_arrays sh_word_split
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" word i skip=0
+    (( COMP_CWORD > 0 )) && prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        word="${{COMP_WORDS[i]}}"
+        if (( skip )); then skip=0; continue; fi
+        if [[ "$word" == -* ]]; then
+            # An option's value is not a command; --opt=value carries its own.
+            [[ "$word" != *=* ]] && _brain_is "$(_brain_takes_value "$path")" "$word" && skip=1
+            continue
+        fi
+        _brain_is "$(_brain_children "$path")" "$word" && path="${{path:+$path }}$word"
+    done
+    COMPREPLY=()
+    local words
+    if (( COMP_CWORD > 1 )) && _brain_is "$(_brain_takes_value "$path")" "$prev"; then
+        words="$(_brain_choices "$path" "$prev")"
+        _brain_offer "$words" "$cur"
+        return 0
+    fi
+    if [[ "$cur" == -* ]]; then
+        words="$(_brain_options "$path")"
+    else
+        words="$(_brain_children "$path")"
+    fi
+    _brain_offer "$words" "$cur"
+    return 0
+}}
+complete -o default -F _brain brain
+"""
+
+
+def _fish(nodes: list[Node]) -> str:
+    known = " ".join(_fish_quote("/" + "/".join(n.path)) for n in nodes if n.path)
+    lines = [
+        "# fish completion for brain (generated by `brain completion fish`)",
+        f"set -g __brain_nodes {known}",
+        "function __brain_path --description 'true when the command line is at this path'",
+        "    set -l words (commandline -opc)",
+        "    set -e words[1]",
+        "    set -l path ''",
+        "    for word in $words",
+        "        if string match -q -- '-*' $word",
+        "            continue",
+        "        end",
+        '        if contains -- "$path/$word" $__brain_nodes',
+        '            set path "$path/$word"',
+        "        end",
+        "    end",
+        '    test "$path" = "$argv[1]"',
+        "end",
+    ]
+    for node in nodes:
+        where = _fish_quote(
+            "__brain_path '" + ("/" + "/".join(node.path) if node.path else "") + "'"
+        )
+        for name, text in node.children.items():
+            lines.append(
+                f"complete -c brain -f -n {where} -a {_fish_quote(name)} -d {_fish_quote(text)}"
+            )
+        for option, text in node.options.items():
+            flag = f"-l {option[2:]}" if option.startswith("--") else f"-s {option[1:]}"
+            extra = ""
+            if option in node.choices:
+                extra = " -x -a " + _fish_quote(" ".join(node.choices[option]))
+            elif option in node.takes_value:
+                extra = " -r"
+            lines.append(f"complete -c brain -n {where} {flag}{extra} -d {_fish_quote(text)}")
+    return "\n".join(lines) + "\n"
