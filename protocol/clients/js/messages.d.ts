@@ -417,6 +417,8 @@ export interface EntityGetOkInput {
 export interface EntityList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `text(1..1024)` */
   type?: string;
   /** `text(1..1024)` */
@@ -430,6 +432,8 @@ export interface EntityList {
 export interface EntityListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `text(1..1024)` */
   type?: string | null;
   /** `text(1..1024)` */
@@ -482,6 +486,8 @@ export interface EntityMerge {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   keep: Buffer;
   /** `bytes(16)` */
   merge: Buffer;
@@ -492,6 +498,8 @@ export interface EntityMergeInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   keep: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -568,6 +576,8 @@ export interface EntityTombstone {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   id: Buffer;
 }
 
@@ -576,6 +586,8 @@ export interface EntityTombstoneInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
 }
@@ -600,6 +612,8 @@ export interface EntityUnmerge {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   merge_id: Buffer;
 }
 
@@ -608,6 +622,8 @@ export interface EntityUnmergeInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   merge_id: Uint8Array | Float32Array;
 }
@@ -628,6 +644,8 @@ export interface EntityUpdate {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   id: Buffer;
   /** `text(1..1024)` */
   name?: string;
@@ -644,6 +662,8 @@ export interface EntityUpdateInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `text(1..1024)` */
@@ -809,6 +829,8 @@ export interface ExplainRequest {
   as_of?: Nanos;
   /** `bool` */
   explain?: boolean;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
 }
 
 export interface ExplainRequestInput {
@@ -856,6 +878,8 @@ export interface ExplainRequestInput {
   as_of?: TimeInput | null;
   /** `bool` */
   explain?: boolean | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
 }
 
 export interface FloatValue {
@@ -874,6 +898,8 @@ export interface Forget {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   memory: Buffer;
   /** `enum(soft|hard)` */
   mode: 'soft' | 'hard';
@@ -884,6 +910,8 @@ export interface ForgetInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   memory: Uint8Array | Float32Array;
   /** `enum(soft|hard)` */
@@ -1241,6 +1269,8 @@ export interface Recall {
   as_of?: Nanos;
   /** `bool` */
   explain?: boolean;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
 }
 
 export interface RecallInput {
@@ -1288,6 +1318,8 @@ export interface RecallInput {
   as_of?: TimeInput | null;
   /** `bool` */
   explain?: boolean | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
 }
 
 export interface RecallOk {
@@ -1504,6 +1536,8 @@ export interface RelationList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   entity: Buffer;
   /** `enum(out|in|both)` */
   direction: 'out' | 'in' | 'both';
@@ -1522,6 +1556,8 @@ export interface RelationList {
 export interface RelationListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   entity: Uint8Array | Float32Array;
   /** `enum(out|in|both)` */
@@ -1648,6 +1684,8 @@ export interface RelationTraverse {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   from: Buffer;
   /** `[text(1..1024) label](1..256)` */
   types?: string[];
@@ -1666,6 +1704,8 @@ export interface RelationTraverse {
 export interface RelationTraverseInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   from: Uint8Array | Float32Array;
   /** `[text(1..1024) label](1..256)` */
@@ -1720,6 +1760,8 @@ export interface ReviewDecide {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   review_id: Buffer;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
   decision: 'keep_both' | 'supersede' | 'reject_new' | 'merge' | 'distinct';
@@ -1730,6 +1772,8 @@ export interface ReviewDecideInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   review_id: Uint8Array | Float32Array;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
@@ -1779,6 +1823,8 @@ export interface ReviewItemInput {
 export interface ReviewList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `int[1..1000]` */
   limit?: number | bigint;
 }
@@ -1786,6 +1832,8 @@ export interface ReviewList {
 export interface ReviewListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `int[1..1000]` */
   limit?: number | bigint | null;
 }
@@ -2147,6 +2195,8 @@ export interface StatementHistoryOkInput {
 export interface StatementList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `EntityRef|MemoryRef|NameRef` */
   subject?: EntityRef | MemoryRef | NameRef;
   /** `text(1..1024) label` */
@@ -2170,6 +2220,8 @@ export interface StatementList {
 export interface StatementListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `EntityRef|MemoryRef|NameRef` */
   subject?: EntityRefInput | MemoryRefInput | NameRefInput | null;
   /** `text(1..1024) label` */

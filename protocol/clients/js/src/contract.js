@@ -1025,6 +1025,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "type",
         "required": false,
         "type": "text(1..1024)"
@@ -1088,6 +1093,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1171,6 +1181,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -1200,6 +1215,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "merge_id",
         "required": true,
         "type": "bytes(16)"
@@ -1221,6 +1241,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1461,6 +1486,11 @@ export const SCHEMA = {
         "key": "explain",
         "required": false,
         "type": "bool"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       }
     ],
     "FloatValue": [
@@ -1479,6 +1509,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1891,6 +1926,11 @@ export const SCHEMA = {
         "key": "explain",
         "required": false,
         "type": "bool"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       }
     ],
     "RecallOk": [
@@ -2124,6 +2164,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "entity",
         "required": true,
         "type": "bytes(16)"
@@ -2271,6 +2316,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "from",
         "required": true,
         "type": "bytes(16)"
@@ -2347,6 +2397,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "review_id",
         "required": true,
         "type": "bytes(16)"
@@ -2401,6 +2456,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       },
       {
         "key": "limit",
@@ -2784,6 +2844,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       },
       {
         "key": "subject",
