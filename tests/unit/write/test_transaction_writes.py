@@ -12,7 +12,7 @@ import pytest
 
 import brain
 from brain.engine.database import Database
-from brain.errors import Forgotten, InvalidArgument, NotFound, TxnExpired
+from brain.errors import Conflict, Forgotten, InvalidArgument, NotFound, TxnExpired
 from brain.wire.messages.entity_ops import (
     EntityCreate,
     EntityCreateOk,
@@ -462,3 +462,46 @@ def test_recall_refuses_a_transaction(db: Database, opcode: Opcode) -> None:
         run(db, opcode, request)
     assert info.value.field == "txn_id"
     assert "derived from a write when it commits" in info.value.message
+
+
+def test_a_merge_undone_in_its_own_transaction(db: Database) -> None:
+    ids = two_entities(db)
+    before = merged_seen(db, ids, None)
+    txn = begin(db)
+    merged = run(
+        db,
+        Opcode.ENTITY_MERGE,
+        EntityMerge(request_id=rid(), keep=ids["a"], merge=ids["b"], txn_id=txn),
+    )
+    assert isinstance(merged, EntityMergeOk) and merged.lsn == 0
+    assert merged_seen(db, ids, txn) == (ids["a"], [("Ann", ("Bob",))])
+    # The merge id the buffered answer named is the one the commit makes.
+    run(
+        db,
+        Opcode.ENTITY_UNMERGE,
+        EntityUnmerge(request_id=rid(), merge_id=merged.merge_id, txn_id=txn),
+    )
+    assert merged_seen(db, ids, txn) == before
+    answer = run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+    assert isinstance(answer, TxnCommitted)
+    assert EntityMergeOk.from_wire(answer.results[0]).merge_id == merged.merge_id
+    assert merged_seen(db, ids, None) == before
+    with pytest.raises(Conflict):  # undone once, by the transaction
+        run(db, Opcode.ENTITY_UNMERGE, EntityUnmerge(request_id=rid(), merge_id=merged.merge_id))
+
+
+def test_a_buffered_write_is_planned_again_at_commit(db: Database) -> None:
+    ids = two_entities(db)
+    txn = begin(db)
+    update = EntityUpdate(request_id=rid(), id=ids["b"], name="Bo", txn_id=txn)
+    run(db, Opcode.ENTITY_UPDATE, update)
+    run(db, Opcode.ENTITY_CREATE, EntityCreate(request_id=rid(), name="Cy", txn_id=txn))
+    # Meanwhile, outside the transaction, the entity it renames is tombstoned.
+    run(db, Opcode.ENTITY_TOMBSTONE, EntityTombstone(request_id=rid(), id=ids["b"]))
+    assert db.wait_indexed()
+    settled = db.applied_lsn
+    with pytest.raises(Conflict) as refused:
+        run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+    assert refused.value.message.startswith("write 0 of the transaction (ENTITY_UPDATE): ")
+    assert db.applied_lsn == settled
+    assert entities_listed(db, ids, None) == [("Ann", ())]  # no Cy either: all or none
