@@ -505,3 +505,28 @@ def test_a_buffered_write_is_planned_again_at_commit(db: Database) -> None:
     assert refused.value.message.startswith("write 0 of the transaction (ENTITY_UPDATE): ")
     assert db.applied_lsn == settled
     assert entities_listed(db, ids, None) == [("Ann", ())]  # no Cy either: all or none
+
+
+def test_buffered_records_have_record_time_zero_in_their_transaction(db: Database) -> None:
+    say(db, "Ann", "tea")
+    listed = run(db, Opcode.STATEMENT_LIST, StatementList(subject=NameRef(name="Ann")))
+    assert isinstance(listed, StatementListOk)
+    stored_at = listed.statements[0].recorded_at
+    txn = begin(db)
+    run(db, Opcode.STATEMENT_CREATE, replace(_statement("Ann", "coffee"), txn_id=txn))
+
+    def seen(as_of: int | None) -> list[tuple[object, int]]:
+        request = StatementList(subject=NameRef(name="Ann"), as_of=as_of, txn_id=txn)
+        answer = run(db, Opcode.STATEMENT_LIST, request)
+        assert isinstance(answer, StatementListOk)
+        return [(getattr(s.object_, "text", None), s.recorded_at) for s in answer.statements]
+
+    # Until the commit gives it its time, the buffered statement comes first by
+    # recorded_at and is seen as of any time (spec/05-durability.md §8).
+    assert seen(None) == [("coffee", 0), ("tea", stored_at)]
+    assert seen(stored_at - 1) == [("coffee", 0)]
+    answer = run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+    assert isinstance(answer, TxnCommitted)
+    listed = run(db, Opcode.STATEMENT_LIST, StatementList(subject=NameRef(name="Ann")))
+    assert isinstance(listed, StatementListOk)
+    assert [getattr(s.object_, "text", None) for s in listed.statements] == ["tea", "coffee"]
