@@ -530,3 +530,30 @@ def test_buffered_records_have_record_time_zero_in_their_transaction(db: Databas
     listed = run(db, Opcode.STATEMENT_LIST, StatementList(subject=NameRef(name="Ann")))
     assert isinstance(listed, StatementListOk)
     assert [getattr(s.object_, "text", None) for s in listed.statements] == ["tea", "coffee"]
+
+
+def test_a_name_queued_and_decided_in_one_transaction(db: Database) -> None:
+    first = run(db, Opcode.ENTITY_CREATE, EntityCreate(request_id=rid(), name="Paris"))
+    second = run(db, Opcode.ENTITY_CREATE, EntityCreate(request_id=rid(), name="paris"))
+    assert isinstance(first, EntityCreateOk) and isinstance(second, EntityCreateOk)
+    txn = begin(db)
+    # The name ties between the two: the write waits on a review item of the transaction.
+    run(db, Opcode.STATEMENT_CREATE, replace(_statement("PARIS", "rain"), txn_id=txn))
+
+    def open_items(txn_id: bytes | None) -> list[bytes]:
+        answer = run(db, Opcode.REVIEW_LIST, ReviewList(txn_id=txn_id))
+        assert isinstance(answer, ReviewListOk)
+        return [item.review_id for item in answer.items]
+
+    (review,) = open_items(txn)
+    assert open_items(None) == []
+    decide = ReviewDecide(request_id=rid(), review_id=review, decision="merge", txn_id=txn)
+    run(db, Opcode.REVIEW_DECIDE, decide)
+    assert open_items(txn) == []
+    inside = run(db, Opcode.ENTITY_GET, EntityGet(id=second.entity_id, txn_id=txn))
+    assert isinstance(inside, EntityGetOk) and inside.entity.merged_into == first.entity_id
+    answer = run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
+    assert isinstance(answer, TxnCommitted) and len(answer.results) == 2
+    assert open_items(None) == []
+    after = run(db, Opcode.ENTITY_GET, EntityGet(id=second.entity_id))
+    assert isinstance(after, EntityGetOk) and after.entity.merged_into == first.entity_id
