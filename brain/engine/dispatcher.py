@@ -38,7 +38,7 @@ from brain.engine.write.reads import ReadContext
 from brain.engine.write.transactions import TxnRegistry
 from brain.engine.write.tuning import Resolution
 from brain.engine.write.writer import Outcome, PlanContext, Writer
-from brain.errors import BrainError, Unavailable
+from brain.errors import BrainError, InvalidArgument, Unavailable
 from brain.wire.messages.txn_ops import TxnAbort, TxnAborted, TxnBegin, TxnBegun, TxnCommit
 from brain.wire.opcodes import Opcode
 from brain.wire.registry import response_class
@@ -49,6 +49,17 @@ __all__ = ["Dispatcher"]
 log = logging.getLogger("brain.engine")
 
 _TXN_OPCODES: Final = frozenset({Opcode.TXN_BEGIN, Opcode.TXN_COMMIT, Opcode.TXN_ABORT})
+
+_NOT_IN_TXN: Final = (
+    "cannot run inside a transaction: it searches the lexical and vector indexes, "
+    "which are derived from a write when it commits, so the transaction's buffered "
+    "writes are in neither and its answer would leave them out; send it without "
+    "txn_id after TXN_COMMIT"
+)
+"""Why RECALL and EXPLAIN refuse ``txn_id`` (spec/05-durability.md §8)."""
+
+_OUTSIDE_TXN: Final = frozenset({Opcode.RECALL, Opcode.EXPLAIN})
+"""Reads whose message has ``txn_id`` only to refuse it with :data:`_NOT_IN_TXN`."""
 
 Listener = Callable[[object], None]
 """Called on the writer thread with the plans of each batch it committed."""
@@ -153,6 +164,8 @@ class Dispatcher:
         if handler is None:
             raise Unavailable(f"{opcode.name} is not available in this build")
         txn_id: bytes | None = getattr(request, "txn_id", None)
+        if txn_id is not None and opcode in _OUTSIDE_TXN:
+            raise InvalidArgument(f"{opcode.name} {_NOT_IN_TXN}", field="txn_id")
         if txn_id is not None:
             # Through the writer: the buffered writes are replayed in a nested
             # transaction of its batch, so the read sees them (and nothing leaks).

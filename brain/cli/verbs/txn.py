@@ -9,9 +9,9 @@ command line per line, as they would follow ``brain``::
     statement add Alice works_at Globex --valid-from 2024-02-01 --evidence $1
     relation add works_with Alice Bob
 
-Each line may be any write that can join a transaction (``memory add``,
-``statement add|supersede|tombstone|retract``, ``entity add``, ``relation
-add|supersede|tombstone``) with its own options, ``--space`` included;
+Each line may be any write verb that builds its request for a transaction
+(``memory add|forget``, ``statement add|supersede|tombstone|retract``, ``entity
+add``, ``relation add|supersede|tombstone``) with its own options, ``--space`` included;
 connection and output options on a line are ignored. A word that is exactly
 ``$N`` (also after ``id:``, ``entity:``, ``memory:``, ``statement:``) becomes the
 id the N-th write was given, so later lines can use records made earlier.
@@ -74,8 +74,8 @@ def register(commands: SubParsers, parents: Parents) -> None:
         parents,
         help="apply the writes listed in FILE all or none (TXN_BEGIN … TXN_COMMIT)",
         description="Apply the writes FILE lists, all or none. One write per line, as it "
-        "would follow `brain` (memory add, statement add|supersede|tombstone|retract, entity "
-        "add, relation add|supersede|tombstone), with its own options; # starts a comment. "
+        "would follow `brain` (memory add|forget, statement add|supersede|tombstone|retract, "
+        "entity add, relation add|supersede|tombstone), with its own options; # starts a comment. "
         "A word $N (or id:$N, memory:$N, ...) is the id the N-th write was given. Any "
         "refusal aborts the whole transaction.",
     )

@@ -1,8 +1,10 @@
 """Bases and rules shared by the data requests (spec/01-wire.md §4).
 
 Every data request may name a ``space``; every write carries the idempotency key
-``request_id``; writes that may join a transaction carry ``txn_id``. The bases
-below add those fields in that order, so a request class states only its own.
+``request_id``; every write may join a transaction and carries ``txn_id``, and
+so do the reads that may run inside one (by id, the lists and the traversal;
+spec/05-durability.md §8). The bases below add those fields in that order, so a
+request class states only its own.
 
 Slotted messages cannot inherit from two classes with fields, so a request that
 reuses a draft (STATEMENT_CREATE reuses the fields of STATEMENT_SUPERSEDE's
@@ -30,6 +32,7 @@ __all__ = [
     "Reason",
     "ScopedRequest",
     "Tombstoned",
+    "TxnReadRequest",
     "TxnWriteRequest",
     "WriteRequest",
     "check_validity",
@@ -63,6 +66,14 @@ class WriteRequest(ScopedRequest):
 @wire_message
 class TxnWriteRequest(WriteRequest):
     """A write that may be buffered in the transaction ``txn_id``."""
+
+    txn_id: Id | None = None
+
+
+@wire_message
+class TxnReadRequest(ScopedRequest):
+    """A read that may run inside the transaction ``txn_id``: it then sees the state
+    as the transaction's buffered writes would leave it (spec/05-durability.md §8)."""
 
     txn_id: Id | None = None
 

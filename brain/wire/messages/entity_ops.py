@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Final
 
 from brain.errors import InvalidArgument
-from brain.wire.messages.common import ByIdRequest, ScopedRequest, TxnWriteRequest, WriteRequest
+from brain.wire.messages.common import (
+    ByIdRequest,
+    ScopedRequest,
+    TxnReadRequest,
+    TxnWriteRequest,
+)
 from brain.wire.messages.records import Entity
 from brain.wire.messages.values import Cursor, Id, Limit, Name, Nanos, UInt
 from brain.wire.schema import Choice, Finite, Len, Message, Range, wire_message
@@ -80,7 +85,7 @@ class EntityGetOk(Message):
 
 
 @wire_message
-class EntityUpdate(WriteRequest):
+class EntityUpdate(TxnWriteRequest):
     """ENTITY_UPDATE: rename, add or remove aliases, replace attributes."""
 
     id: Id
@@ -104,7 +109,7 @@ def _distinct_entities(merge: EntityMerge) -> None:
 
 
 @wire_message
-class EntityMerge(WriteRequest):
+class EntityMerge(TxnWriteRequest):
     """ENTITY_MERGE: point ``merge`` at ``keep`` and move its aliases (spec/02-data-model.md §4)."""
 
     keep: Id
@@ -122,7 +127,7 @@ class EntityMergeOk(Message):
 
 
 @wire_message
-class EntityUnmerge(WriteRequest):
+class EntityUnmerge(TxnWriteRequest):
     """ENTITY_UNMERGE: restore exactly the state before the merge ``merge_id``."""
 
     merge_id: Id
@@ -166,7 +171,7 @@ class EntityResolveOk(Message):
 
 
 @wire_message
-class EntityList(ScopedRequest):
+class EntityList(TxnReadRequest):
     """ENTITY_LIST: entities, optionally of one type or with a name prefix."""
 
     type_: Name | None = None
@@ -200,7 +205,7 @@ class EntityHistoryOk(Message):
 
 
 @wire_message
-class EntityTombstone(WriteRequest):
+class EntityTombstone(TxnWriteRequest):
     """ENTITY_TOMBSTONE: soft-delete an entity."""
 
     id: Id

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from brain.wire.messages.common import ByIdRequest, TxnWriteRequest, WriteRequest, check_vector
+from brain.wire.messages.common import ByIdRequest, TxnWriteRequest, check_vector
 from brain.wire.messages.records import Context, ForgetMode, Memory, MemoryText
 from brain.wire.messages.values import Id, Nanos, Sha256, UInt, Vector
 from brain.wire.schema import Message, wire_message
@@ -59,7 +59,7 @@ class MemoryGetOk(Message):
 
 
 @wire_message
-class Forget(WriteRequest):
+class Forget(TxnWriteRequest):
     """FORGET: forget a memory, softly or for good (spec/02-data-model.md §3)."""
 
     memory: Id

@@ -128,6 +128,9 @@ class Recall(ScopedRequest):
     include_superseded: bool | None = None
     as_of: Nanos | None = None
     explain: bool | None = None
+    txn_id: Id | None = None
+    """Always refused (``INVALID_ARGUMENT``): the key exists so that the refusal can say
+    why a recall cannot run inside a transaction (spec/05-durability.md §8)."""
 
     cross_checks = (check_vector, check_validity, _fusion_fields)
 

@@ -10,8 +10,8 @@ from typing import Annotated, Final
 from brain.wire.messages.common import (
     ByIdRequest,
     Reason,
-    ScopedRequest,
     Tombstoned,
+    TxnReadRequest,
     TxnWriteRequest,
     check_validity,
 )
@@ -149,7 +149,7 @@ class RelationTombstoned(Tombstoned):
 
 
 @wire_message
-class RelationList(ScopedRequest):
+class RelationList(TxnReadRequest):
     """RELATION_LIST: the relations of ``entity`` in ``direction``, through the same
     temporal and as-of filters as statements."""
 
@@ -171,7 +171,7 @@ class RelationListOk(Message):
 
 
 @wire_message
-class RelationTraverse(ScopedRequest):
+class RelationTraverse(TxnReadRequest):
     """RELATION_TRAVERSE: walk up to ``depth`` hops from the entity ``from``,
     optionally only over ``types`` (absent: every type; never empty) and in one
     ``direction`` (absent: the server's default)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from brain.wire.messages.common import ScopedRequest, WriteRequest
+from brain.wire.messages.common import TxnReadRequest, TxnWriteRequest
 from brain.wire.messages.values import Id, Limit, Name, Nanos, UInt
 from brain.wire.schema import Choice, Len, Message, wire_message
 
@@ -25,7 +25,7 @@ ambiguous entities."""
 
 
 @wire_message
-class ReviewList(ScopedRequest):
+class ReviewList(TxnReadRequest):
     """REVIEW_LIST: items waiting for a decision."""
 
     limit: Limit | None = None
@@ -54,7 +54,7 @@ class ReviewListOk(Message):
 
 
 @wire_message
-class ReviewDecide(WriteRequest):
+class ReviewDecide(TxnWriteRequest):
     """REVIEW_DECIDE: settle a review item; a write with its own audit entry."""
 
     review_id: Id

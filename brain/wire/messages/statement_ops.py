@@ -6,8 +6,8 @@ from brain.errors import InvalidArgument
 from brain.wire.messages.common import (
     ByIdRequest,
     Reason,
-    ScopedRequest,
     Tombstoned,
+    TxnReadRequest,
     TxnWriteRequest,
     check_validity,
 )
@@ -176,7 +176,7 @@ class StatementHistoryOk(Message):
 
 
 @wire_message
-class StatementList(ScopedRequest):
+class StatementList(TxnReadRequest):
     """STATEMENT_LIST: statements through RECALL's filter chain (spec/04-retrieval.md §5,
     steps 1 to 6), ordered by ``recorded_at``. ``limit`` defaults to 100 (server)."""
 

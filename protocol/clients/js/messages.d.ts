@@ -453,6 +453,8 @@ export interface EntityHistoryOkInput {
 export interface EntityList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `text(1..1024)` */
   type?: string;
   /** `text(1..1024)` */
@@ -468,6 +470,8 @@ export interface EntityList {
 export interface EntityListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `text(1..1024)` */
   type?: string | null;
   /** `text(1..1024)` */
@@ -522,6 +526,8 @@ export interface EntityMerge {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   keep: Buffer;
   /** `bytes(16)` */
   merge: Buffer;
@@ -532,6 +538,8 @@ export interface EntityMergeInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   keep: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -612,6 +620,8 @@ export interface EntityTombstone {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   id: Buffer;
 }
 
@@ -620,6 +630,8 @@ export interface EntityTombstoneInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
 }
@@ -644,6 +656,8 @@ export interface EntityUnmerge {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   merge_id: Buffer;
 }
 
@@ -652,6 +666,8 @@ export interface EntityUnmergeInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   merge_id: Uint8Array | Float32Array;
 }
@@ -672,6 +688,8 @@ export interface EntityUpdate {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   id: Buffer;
   /** `text(1..1024)` */
   name?: string;
@@ -688,6 +706,8 @@ export interface EntityUpdateInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `text(1..1024)` */
@@ -853,6 +873,8 @@ export interface ExplainRequest {
   as_of?: Nanos;
   /** `bool` */
   explain?: boolean;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
 }
 
 export interface ExplainRequestInput {
@@ -900,6 +922,8 @@ export interface ExplainRequestInput {
   as_of?: TimeInput | null;
   /** `bool` */
   explain?: boolean | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
 }
 
 export interface FloatValue {
@@ -918,6 +942,8 @@ export interface Forget {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   memory: Buffer;
   /** `enum(soft|hard)` */
   mode: 'soft' | 'hard';
@@ -928,6 +954,8 @@ export interface ForgetInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   memory: Uint8Array | Float32Array;
   /** `enum(soft|hard)` */
@@ -1285,6 +1313,8 @@ export interface Recall {
   as_of?: Nanos;
   /** `bool` */
   explain?: boolean;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
 }
 
 export interface RecallInput {
@@ -1332,6 +1362,8 @@ export interface RecallInput {
   as_of?: TimeInput | null;
   /** `bool` */
   explain?: boolean | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
 }
 
 export interface RecallOk {
@@ -1548,6 +1580,8 @@ export interface RelationList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   entity: Buffer;
   /** `enum(out|in|both)` */
   direction: 'out' | 'in' | 'both';
@@ -1566,6 +1600,8 @@ export interface RelationList {
 export interface RelationListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   entity: Uint8Array | Float32Array;
   /** `enum(out|in|both)` */
@@ -1692,6 +1728,8 @@ export interface RelationTraverse {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   from: Buffer;
   /** `[text(1..1024) label](1..256)` */
   types?: string[];
@@ -1710,6 +1748,8 @@ export interface RelationTraverse {
 export interface RelationTraverseInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   from: Uint8Array | Float32Array;
   /** `[text(1..1024) label](1..256)` */
@@ -1764,6 +1804,8 @@ export interface ReviewDecide {
   /** `bytes(16)` */
   request_id: Buffer;
   /** `bytes(16)` */
+  txn_id?: Buffer;
+  /** `bytes(16)` */
   review_id: Buffer;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
   decision: 'keep_both' | 'supersede' | 'reject_new' | 'merge' | 'distinct';
@@ -1774,6 +1816,8 @@ export interface ReviewDecideInput {
   space?: string | null;
   /** `bytes(16)` */
   request_id: Uint8Array | Float32Array;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
   review_id: Uint8Array | Float32Array;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
@@ -1823,6 +1867,8 @@ export interface ReviewItemInput {
 export interface ReviewList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `int[1..1000]` */
   limit?: number | bigint;
 }
@@ -1830,6 +1876,8 @@ export interface ReviewList {
 export interface ReviewListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `int[1..1000]` */
   limit?: number | bigint | null;
 }
@@ -2191,6 +2239,8 @@ export interface StatementHistoryOkInput {
 export interface StatementList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `bytes(16)` */
+  txn_id?: Buffer;
   /** `EntityRef|MemoryRef|NameRef` */
   subject?: EntityRef | MemoryRef | NameRef;
   /** `text(1..1024) label` */
@@ -2214,6 +2264,8 @@ export interface StatementList {
 export interface StatementListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `bytes(16)` */
+  txn_id?: Uint8Array | Float32Array | null;
   /** `EntityRef|MemoryRef|NameRef` */
   subject?: EntityRefInput | MemoryRefInput | NameRefInput | null;
   /** `text(1..1024) label` */

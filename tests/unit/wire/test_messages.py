@@ -74,8 +74,14 @@ _TXN_WRITES = {
     Opcode.RELATION_CREATE,
     Opcode.RELATION_SUPERSEDE,
     Opcode.RELATION_TOMBSTONE,
+    Opcode.FORGET,
+    Opcode.ENTITY_UPDATE,
+    Opcode.ENTITY_MERGE,
+    Opcode.ENTITY_UNMERGE,
+    Opcode.ENTITY_TOMBSTONE,
+    Opcode.REVIEW_DECIDE,
 }
-"""Writes whose spec/01-wire.md §9 payload lists ``txn_id?``."""
+"""Writes whose spec/01-wire.md §9 payload lists ``txn_id?``: every write but SCHEMA_PUT."""
 
 _TXN_READS = {
     Opcode.MEMORY_GET,
@@ -83,8 +89,16 @@ _TXN_READS = {
     Opcode.STATEMENT_GET,
     Opcode.STATEMENT_HISTORY,
     Opcode.RELATION_GET,
+    Opcode.STATEMENT_LIST,
+    Opcode.ENTITY_LIST,
+    Opcode.RELATION_LIST,
+    Opcode.REVIEW_LIST,
+    Opcode.RELATION_TRAVERSE,
+    Opcode.RECALL,
+    Opcode.EXPLAIN,
 }
-"""Reads by id, which take ``txn_id?`` to see a transaction's writes (spec/01-wire.md §6)."""
+"""Reads that take ``txn_id?`` (spec/01-wire.md §6): those by id, the lists and the
+traversal see a transaction's writes; RECALL and EXPLAIN refuse it."""
 
 
 @pytest.mark.parametrize("opcode", sorted(set(Opcode) - CONTROL_OPCODES), ids=lambda o: o.name)

@@ -1071,6 +1071,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "type",
         "required": false,
         "type": "text(1..1024)"
@@ -1139,6 +1144,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1227,6 +1237,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -1256,6 +1271,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "merge_id",
         "required": true,
         "type": "bytes(16)"
@@ -1277,6 +1297,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1517,6 +1542,11 @@ export const SCHEMA = {
         "key": "explain",
         "required": false,
         "type": "bool"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       }
     ],
     "FloatValue": [
@@ -1535,6 +1565,11 @@ export const SCHEMA = {
       {
         "key": "request_id",
         "required": true,
+        "type": "bytes(16)"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
         "type": "bytes(16)"
       },
       {
@@ -1947,6 +1982,11 @@ export const SCHEMA = {
         "key": "explain",
         "required": false,
         "type": "bool"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       }
     ],
     "RecallOk": [
@@ -2180,6 +2220,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "entity",
         "required": true,
         "type": "bytes(16)"
@@ -2327,6 +2372,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "from",
         "required": true,
         "type": "bytes(16)"
@@ -2403,6 +2453,11 @@ export const SCHEMA = {
         "type": "bytes(16)"
       },
       {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
+      },
+      {
         "key": "review_id",
         "required": true,
         "type": "bytes(16)"
@@ -2457,6 +2512,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       },
       {
         "key": "limit",
@@ -2840,6 +2900,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "txn_id",
+        "required": false,
+        "type": "bytes(16)"
       },
       {
         "key": "subject",
