@@ -706,8 +706,9 @@ def _others() -> dict[str, Example]:
             "request": {
                 "space": "work",
                 "request_id": REQUEST_ID,
-                "review_id": REVIEW_ID,
-                "decision": "supersede",
+                "review_id": REVIEW_ID_2,
+                "decision": "merge",
+                "into": ENTITY_GLOBEX,
             },
             "response": {"lsn": 95},
         },

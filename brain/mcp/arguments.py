@@ -105,7 +105,7 @@ Decision = Annotated[
     Literal["keep_both", "supersede", "reject_new", "merge", "distinct"],
     Field(
         description="For a contradiction: keep_both, supersede or reject_new. For an "
-        "ambiguous name: merge or distinct."
+        "ambiguous name: merge (with into) or distinct."
     ),
 ]
 """REVIEW_DECIDE's choices: the first three settle a contradiction, the last two an

@@ -69,7 +69,8 @@ concerned; look at them (history, recall) before review_decide.""",
     "review_decide": """\
 Settle an item from review_list. A contradiction: keep_both (both stand), \
 supersede (the newest replaces the others) or reject_new (the newest is \
-withdrawn). An ambiguous name: merge (it and its candidates are one entity) or \
-distinct (it is a new entity). Decide only on clear evidence, or ask the user.""",
+withdrawn). An ambiguous name: merge with into naming the candidate it means \
+(the other candidates stay as they are) or distinct (it is a new entity). Decide \
+only on clear evidence, or ask the user.""",
 }
 """Each tool's description, by tool name."""

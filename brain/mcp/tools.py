@@ -228,12 +228,20 @@ def build_server(connection: Connection, *, address: str | None = None) -> MCPSe
             str, Field(description=f"The item's review_id from review_list: {ID_FORMAT}.")
         ],
         decision: Decision,
+        into: Annotated[
+            str | None,
+            Field(
+                description="For merge only, and required by it: the candidate entity the "
+                f"name means, one of the item's records: {ID_FORMAT}."
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, answers.Decided]:
         with refusals(address=address):
             request = ReviewDecide(
                 request_id=requests.new_request_id(),
                 review_id=requests.record_id(review_id, argument="review_id"),
                 decision=decision,
+                into=None if into is None else requests.record_id(into, argument="into"),
             )
             done = connection.brain().call(request)
         content = answers.Decided(review_id=review_id, decision=decision, lsn=done.lsn)

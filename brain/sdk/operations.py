@@ -808,10 +808,11 @@ def decide_review(
     review: IdLike | results.ReviewItem,
     decision: Decision,
     *,
+    into: IdLike | None,
     space: str,
     request_id: bytes | None,
 ) -> Op[int]:
-    """REVIEW_DECIDE."""
+    """REVIEW_DECIDE; ``into`` is the candidate a ``merge`` of an ambiguous name means."""
     review_id = (
         review.review_id
         if isinstance(review, results.ReviewItem)
@@ -822,6 +823,7 @@ def decide_review(
         request_id=requests.request_id_of(request_id),
         review_id=bytes(review_id),
         decision=decision,
+        into=None if into is None else requests.record_id(into, argument="into"),
     )
     return _op(Opcode.REVIEW_DECIDE, request, review_ops.ReviewDecided, lambda a: a.lsn)
 

@@ -753,13 +753,16 @@ class Brain:
         review: IdLike | results.ReviewItem,
         decision: Decision,
         *,
+        into: IdLike | None = None,
         space: str | None = None,
         request_id: bytes | None = None,
     ) -> int:
-        """REVIEW_DECIDE: settle a review item; returns the write's LSN."""
+        """REVIEW_DECIDE: settle a review item; returns the write's LSN. A ``merge`` of an
+        ambiguous name names the candidate the name means, ``into`` (an entity id),
+        and no other decision takes it."""
         return self._run(
             operations.decide_review(
-                review, decision, space=self._space(space), request_id=request_id
+                review, decision, into=into, space=self._space(space), request_id=request_id
             )
         )
 

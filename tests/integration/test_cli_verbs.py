@@ -222,6 +222,18 @@ def test_review_list_and_decide(server: ServerProcess) -> None:
     assert decided["lsn"] > 0
     assert brain_json(server, "review list --space reviews")["items"] == []
 
+    # An ambiguous name: merge --into names the candidate it means.
+    twins = [
+        brain(server, "entity add 'Lee Park' -q --space reviews").stdout.strip() for _ in range(2)
+    ]
+    said = brain(server, "statement add 'Lee Park' likes tea -q --space reviews").stdout.strip()
+    (item,) = brain_json(server, "review list --space reviews")["items"]
+    review = item["review_id"]
+    brain(server, f"review decide {review} merge --space reviews", expect=1)  # into is required
+    brain(server, f"review decide {review} merge --into {twins[1]} -q --space reviews")
+    shown = brain_json(server, f"statement get {said} --space reviews")["statement"]
+    assert shown["subject"] == {"entity": twins[1]}
+
 
 def test_statement_add_names_the_review_it_opened(server: ServerProcess) -> None:
     brain(server, "schema put --predicate drinks:fact --space opened")

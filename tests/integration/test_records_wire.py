@@ -57,7 +57,7 @@ from brain.wire.messages.memory_ops import (
     MemoryGet,
     MemoryGetOk,
 )
-from brain.wire.messages.records import Evidence
+from brain.wire.messages.records import Evidence, Statement
 from brain.wire.messages.relation_ops import (
     RelationCreate,
     RelationCreateOk,
@@ -841,6 +841,145 @@ def test_schema_and_review_opcodes(client: Client, server: ServerProcess) -> Non
     assert ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items == ()
 
 
+def test_a_merge_decision_points_an_ambiguous_name_at_the_candidate_it_names(
+    client: Client,
+) -> None:
+    """``merge`` names the candidate the name means (``into``): the waiting records
+    answer as it, and the other candidate is left as it was."""
+    space = "review-into"
+
+    def entity(name: str) -> bytes:
+        request = EntityCreate(space=space, request_id=rid(), name=name)
+        return ask(client, Opcode.ENTITY_CREATE, request, EntityCreateOk).entity_id
+
+    first, second, stranger = entity("Quinn Ray"), entity("Quinn Ray"), entity("Noor")
+    on_first = ask(
+        client,
+        Opcode.STATEMENT_CREATE,
+        StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=EntityRef(entity=first),
+            predicate="plays",
+            object_=TextValue(text="chess"),
+        ),
+        StatementCreateOk,
+    ).statement_id
+    waiting = ask(
+        client,
+        Opcode.STATEMENT_CREATE,
+        StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=NameRef(name="Quinn Ray"),
+            predicate="likes",
+            object_=TextValue(text="tea"),
+        ),
+        StatementCreateOk,
+    ).statement_id
+    (item,) = ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items
+    assert set(item.records[:2]) == {first, second}
+
+    def decide(decision: str, into: bytes | None) -> Message:
+        request = ReviewDecide(
+            space=space, request_id=rid(), review_id=item.review_id, decision=decision, into=into
+        )
+        return client.call(Opcode.REVIEW_DECIDE, request)
+
+    # A merge without a choice, a choice that is no candidate, a choice with distinct.
+    for decision, into in (("merge", None), ("merge", stranger), ("distinct", second)):
+        with pytest.raises(InvalidArgument) as refused:
+            decide(decision, into)
+        assert refused.value.field == "into"
+    still_open = ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items
+    assert still_open == (item,)  # a refused decision changes nothing
+
+    assert isinstance(decide("merge", second), ReviewDecided)
+    assert ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items == ()
+
+    def subject(statement_id: bytes) -> object:
+        request = StatementGet(space=space, id=statement_id)
+        return ask(client, Opcode.STATEMENT_GET, request, StatementGetOk).statement.subject
+
+    assert subject(waiting) == EntityRef(entity=second)
+    assert subject(on_first) == EntityRef(entity=first)
+    untouched = ask(client, Opcode.ENTITY_GET, EntityGet(space=space, id=first), EntityGetOk).entity
+    assert untouched.merged_into is None and untouched.tombstoned_at is None
+    listed = ask(
+        client,
+        Opcode.STATEMENT_LIST,
+        StatementList(space=space, subject=EntityRef(entity=second)),
+        StatementListOk,
+    )
+    assert [st.id for st in listed.statements] == [waiting]
+
+
+def test_a_supersede_decision_continues_one_chain(client: Client) -> None:
+    """A contradiction decided ``supersede``: the newest statement is the next version
+    of the one it supersedes, so the history of either holds both, and a later
+    correction of the newest continues the same chain."""
+    space = "review-chain"
+    declare = SchemaPut(
+        space=space, predicates=(PredicateDecl(name="born_in", kind="fact", stateful=False),)
+    )
+    ask(client, Opcode.SCHEMA_PUT, declare, SchemaPutOk)
+
+    def draft(city: str) -> StatementDraft:
+        return StatementDraft(
+            kind="fact",
+            subject=NameRef(name="Ines"),
+            predicate="born_in",
+            object_=TextValue(text=city),
+        )
+
+    def born(city: str) -> StatementCreateOk:
+        request = StatementCreate(
+            space=space,
+            request_id=rid(),
+            kind="fact",
+            subject=NameRef(name="Ines"),
+            predicate="born_in",
+            object_=TextValue(text=city),
+        )
+        return ask(client, Opcode.STATEMENT_CREATE, request, StatementCreateOk)
+
+    older, newer = born("Porto"), born("Braga")
+    (item,) = ask(client, Opcode.REVIEW_LIST, ReviewList(space=space), ReviewListOk).items
+    assert item.records == (older.statement_id, newer.statement_id)
+    decide = ReviewDecide(
+        space=space, request_id=rid(), review_id=item.review_id, decision="supersede"
+    )
+    ask(client, Opcode.REVIEW_DECIDE, decide, ReviewDecided)
+
+    def history(statement_id: bytes) -> tuple[Statement, ...]:
+        request = StatementHistory(space=space, id=statement_id)
+        return ask(client, Opcode.STATEMENT_HISTORY, request, StatementHistoryOk).versions
+
+    for either in (older.statement_id, newer.statement_id):
+        first, second = history(either)
+        assert (first.id, second.id) == (older.statement_id, newer.statement_id)
+        assert first.chain_root == second.chain_root == older.statement_id
+        assert (first.version, second.version) == (1, 2)
+        assert first.superseded_by == newer.statement_id and first.record_invalidated_at
+        assert second.supersedes == older.statement_id and second.superseded_by is None
+    third = ask(
+        client,
+        Opcode.STATEMENT_SUPERSEDE,
+        StatementSupersede(
+            space=space, request_id=rid(), old=newer.statement_id, new=draft("Faro")
+        ),
+        StatementSupersedeOk,
+    )
+    assert (third.chain_root, third.version) == (older.statement_id, 3)
+    assert [v.id for v in history(older.statement_id)] == [
+        older.statement_id,
+        newer.statement_id,
+        third.statement_id,
+    ]
+
+
 def test_declared_entity_types_constrain_new_entities(client: Client) -> None:
     """Once a space's schema lists entity types, a write that would make an entity of
     another type is INVALID_ARGUMENT naming the type's field; untyped entities and
@@ -1162,7 +1301,11 @@ def _sweep_cases(client: Client, space: str) -> list[tuple[str, Opcode, Message]
             "review decide",
             Opcode.REVIEW_DECIDE,
             ReviewDecide(
-                space=space, request_id=rid(), review_id=review.review_id, decision="merge"
+                space=space,
+                request_id=rid(),
+                review_id=review.review_id,
+                decision="merge",
+                into=review.records[0],
             ),
         ),
     ]

@@ -281,6 +281,24 @@ def test_schema_and_the_review_queue(db: Brain) -> None:
     assert db.decide_review(item, "keep_both") > lyon.lsn
     assert db.list_reviews() == ()
 
+    # A name two entities share: merge names the one it means, by its entity.
+    first, second = db.create_entity("Jo March"), db.create_entity("Jo March")
+    waiting = db.create_statement("Jo March", "writes", "novels")
+    (name,) = db.list_reviews()
+    with pytest.raises(InvalidArgument, match="into"):
+        db.decide_review(name, "merge")
+    db.decide_review(name, "merge", into=second)
+    assert db.get_statement(waiting).subject == Ref(kind="entity", id=second.id)
+    assert db.get_entity(first).merged_into is None
+
+    # A contradiction decided supersede: one chain holds both statements.
+    nice = db.create_statement("Dee", "born_in", "Nice")
+    (contradiction,) = db.list_reviews()
+    db.decide_review(contradiction, "supersede")
+    chain = db.statement_history(nice)
+    assert [v.id for v in chain] == [lyon.id, nice.id]
+    assert chain[-1].chain_root == chain[-2].chain_root and chain[-1].supersedes == lyon.id
+
 
 def test_a_transaction_commits_on_exit_and_aborts_on_an_exception(db: Brain) -> None:
     committing = db.transaction()

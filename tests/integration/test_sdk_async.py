@@ -120,6 +120,12 @@ def test_entities_relations_and_reviews_awaited(opener: Opener) -> None:
         assert len((await db.list_entities(type_="person")).entities) == 2
         assert await db.list_reviews() == ()
         assert (await db.explain("Ann")).coverage.space == db.space
+        # A name two entities share, settled by naming the one it means.
+        twins = [await db.create_entity("Cy Twin") for _ in range(2)]
+        said = await db.create_statement("Cy Twin", "likes", "tea")
+        (item,) = await db.list_reviews()
+        assert await db.decide_review(item, "merge", into=twins[0]) > said.lsn
+        assert (await db.get_statement(said)).subject == Ref(kind="entity", id=twins[0].id)
 
     run(opener, scenario)
 

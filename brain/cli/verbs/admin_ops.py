@@ -122,12 +122,19 @@ def register(commands: SubParsers, parents: Parents) -> None:
         write=True,
         help="settle an item (REVIEW_DECIDE)",
         description="Settle a review item. A contradiction: keep_both, supersede (the "
-        "newest replaces the others) or reject_new. An ambiguous name: merge (it and its "
-        "candidates are one entity) or distinct (a new entity).",
+        "newest replaces the others) or reject_new. An ambiguous name: merge --into ID "
+        "(the name means that candidate; the others stay as they are) or distinct (a new "
+        "entity).",
     )
     decide.add_argument("review_id", type=short_id_arg("review"), metavar="ID")
     decide.add_argument(
         "decision", choices=DECISIONS, metavar="DECISION", help=", ".join(DECISIONS)
+    )
+    decide.add_argument(
+        "--into",
+        type=short_id_arg("entity"),
+        metavar="ID",
+        help="for merge, and required by it: the candidate entity the name means",
     )
 
 
@@ -237,6 +244,7 @@ def _review_decide(ctx: VerbContext) -> int:
         request_id=ctx.request_id(),
         review_id=args.review_id,
         decision=args.decision,
+        into=args.into,
     )
     answer = ctx.call(Opcode.REVIEW_DECIDE, request, ReviewDecided)
     out = ctx.printer

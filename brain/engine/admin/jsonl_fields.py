@@ -208,8 +208,17 @@ _STAMPS: Final = (
     Field("closed_at", RECORD_TIME),
 )
 
-STATEMENT_STATE: Final = Fields("statement's state", (*_STAMPS, Field("supersedes", RECORD_ID)))
-"""What happened to a statement later (``statement_state``)."""
+STATEMENT_STATE: Final = Fields(
+    "statement's state",
+    (
+        *_STAMPS,
+        Field("supersedes", RECORD_ID),
+        Field("chain_root", RECORD_ID),
+        Field("version", INTEGER),
+    ),
+)
+"""What happened to a statement later (``statement_state``); ``supersedes``,
+``chain_root`` and ``version`` the chain a decided contradiction joined it to."""
 
 RELATION: Final = Fields(
     "relation",

@@ -12,8 +12,10 @@ writes call wherever there is one, so that the layouts are written in one place:
 - ``entity_by_name`` from each entity row (its :func:`index_names`),
   ``entity_absorbed`` from each merged entity's ``merged_into`` and each decided
   ambiguous name's ``resolved_to``;
-- the statement and relation indexes from their content and state
-  (:func:`~brain.engine.records.statements.index_rows`,
+- the statement and relation indexes from their content and state (a statement's
+  chain position from its state row where a decided contradiction moved it,
+  :func:`~brain.engine.records.statements.chained_row`;
+  :func:`~brain.engine.records.statements.index_rows`,
   :func:`~brain.engine.records.relation_rows.insert_changes`): current ones in the
   current indexes, retracted husks in the record-order and chain indexes only;
 - ``reviews_open`` and ``reviews_by_name`` for the open items;
@@ -46,7 +48,7 @@ from brain.engine.records.mentions import name_index_changes
 from brain.engine.records.refs import ENTITY_TAG, PENDING_TAG, absorb, pending_name_key, release
 from brain.engine.records.relation_rows import insert_changes
 from brain.engine.records.review_queue import open_key
-from brain.engine.records.statements import index_rows
+from brain.engine.records.statements import chained_row, index_rows
 from brain.engine.store.scope import Scope
 from brain.engine.store.tables import (
     MEMORY_BY_SHA,
@@ -128,7 +130,8 @@ def rebuilt_rows(space: SpaceRecords) -> dict[tuple[bytes, bytes], bytes]:
         rows.apply(_entity_events(scope, entity_id, space.entity_versions.get(entity_id, [])))
     _reviews(space, rows)
     for statement_id, (content, state) in space.statements.items():
-        rows.apply(index_rows(scope, statement_id, content, current=_current(state)))
+        chained = chained_row(content, state)
+        rows.apply(index_rows(scope, statement_id, chained, current=_current(state)))
     for relation_id, (content, state) in space.relations.items():
         made = insert_changes(scope, relation_id, content)
         rows.apply(c for c in made if _current(state) or c.table != RELATION_CURRENT)

@@ -5,7 +5,10 @@ predicate that disagree, the newest last. Its decisions:
 
 - ``keep_both``: both stay current;
 - ``supersede``: the newest supersedes each of the others still current (their
-  validity is closed by its ``valid_from`` as for any supersession);
+  validity is closed by its ``valid_from`` as for any supersession) and becomes
+  the next version of the one of them recorded last, so one chain, and the
+  history of either, holds both (its state row records the chain it joined,
+  its content row being written once);
 - ``reject_new``: the newest is tombstoned.
 
 An ``ambiguous_entity`` item is a name that writes used while it tied between
@@ -14,19 +17,21 @@ entities (:mod:`brain.engine.records.refs`). REVIEW_LIST shows its ``name`` (and
 statements and relations waiting on it (at most :data:`MAX_WAITING_SHOWN`).
 Its decisions:
 
-- ``merge``: the name and the candidates are one thing. The name becomes an
-  alias of the first candidate still live (following merges), then every
-  other live candidate is merged into it, each an ordinary merge with its
-  own merge record that ENTITY_UNMERGE can undo;
+- ``merge`` with ``into`` one of the candidates: the name means that entity
+  (followed through merges, so the one it answers as now, which must be live).
+  The name becomes its alias unless it already answers to it; the other
+  candidates are left alone, for a person who says "this name means X" has
+  said nothing about whether the others are X too (ENTITY_MERGE says that);
 - ``distinct``: the name is a thing of its own: a new entity with that name
   (and type) is created, and the candidates are left alone.
 
 Either way the waiting records answer from then on as the chosen entity
 (their stored subject stays the pending key, so history is not rewritten), the
 graph arm sees them, and later writes naming it resolve to that entity by
-name or alias. A decision for the other kind is INVALID_ARGUMENT. Every
-decision is a write with its own record time and an audit entry; a decided
-item cannot be decided again (CONFLICT).
+name or alias. A decision for the other kind is INVALID_ARGUMENT, and so is
+``into`` missing from a ``merge``, naming no candidate, or given with any other
+decision. Every decision is a write with its own record time and an audit
+entry; a decided item cannot be decided again (CONFLICT).
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ from typing import Final
 from brain import cbor
 from brain.engine.records import statements
 from brain.engine.records.audit import audit_entry
-from brain.engine.records.entities import merge_changes
 from brain.engine.records.entity_rows import (
     aliases_of,
     canonical_entity,
@@ -52,12 +56,13 @@ from brain.engine.records.refs import PENDING_TAG, absorb, pending_name_key
 from brain.engine.records.relation_rows import edges_of
 from brain.engine.records.review_queue import open_key, review_row
 from brain.engine.records.statement_reads import scan_ids
+from brain.engine.records.versioned import Versioned
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
-from brain.engine.store.tables import REVIEWS, REVIEWS_BY_NAME, REVIEWS_OPEN, STATEMENT_STATE
+from brain.engine.store.tables import REVIEWS, REVIEWS_BY_NAME, REVIEWS_OPEN
 from brain.engine.write.plan import Change, Delete, Put
 from brain.engine.write.reads import ReadContext
-from brain.engine.write.writer import PlanContext, staged
+from brain.engine.write.writer import PlanContext
 from brain.errors import Conflict, InvalidArgument, NotFound
 from brain.wire.messages.review_ops import (
     ReviewDecide,
@@ -145,6 +150,7 @@ def plan_review_decide(
             f"{request.decision!r} does not decide a {kind} item (it takes {allowed})",
             field="decision",
         )
+    _check_into(kind, request, _ids(row))
     decided: dict[str, object] = {
         **row,
         "status": "decided",
@@ -155,7 +161,7 @@ def plan_review_decide(
         changes = _decide_contradiction(ctx, scope, request.decision, _ids(row))
         audited = _ids(row)
     else:
-        changes, chosen = _decide_name(ctx, scope, request.review_id, row, request.decision)
+        changes, chosen = _decide_name(ctx, scope, request, row)
         decided["resolved_to"] = chosen
         audited = [chosen, *_ids(row)]
     created = row["created_at"]
@@ -179,54 +185,66 @@ def _decide_contradiction(
                 "the newest statement of the item is no longer current", field="review_id"
             )
         valid_from = newest.int_field("valid_from")
-        linked = None
+        superseded: list[Versioned] = []
         for other_id in ids[:-1]:
             other = statements.load(ctx, scope, other_id, "review_id")
             if other.current:
                 changes += statements.superseded_changes(ctx, scope, other, newest.id, valid_from)
-                linked = other.id
-        if linked is not None:
-            state = dict(newest.state)
-            state["supersedes"] = linked
-            changes.append(Put(STATEMENT_STATE, scope.key(newest.id), cbor.encode(state)))
+                superseded.append(other)
+        if superseded:
+            # As a stateful create does: the newest continues the chain of the one
+            # recorded last, so the history of either shows both.
+            latest = max(superseded, key=lambda s: int(str(s.content["recorded_at"])))
+            changes += statements.rechain_changes(scope, newest, latest)
     elif decision == "reject_new" and "tombstoned_at" not in newest.state:
         changes += statements.tombstone_changes(ctx, scope, newest, "user_request")
     return changes
 
 
+def _check_into(kind: str, request: ReviewDecide, candidates: list[bytes]) -> None:
+    """Refuse an ``into`` that does not fit the decision: required by ``merge`` and one
+    of the item's candidates, given with no other decision."""
+    if kind == "ambiguous_entity" and request.decision == "merge":
+        if request.into is None:
+            raise InvalidArgument("a merge names the candidate the name means (into)", field="into")
+        if request.into not in candidates:
+            raise InvalidArgument(
+                f"entity {request.into.hex()} is not a candidate of this name", field="into"
+            )
+    elif request.into is not None:
+        raise InvalidArgument(
+            f"into belongs only to a merge of an ambiguous name, not to {request.decision!r}",
+            field="into",
+        )
+
+
 def _decide_name(
-    ctx: PlanContext, scope: Scope, review_id: bytes, row: dict[str, object], decision: str
+    ctx: PlanContext, scope: Scope, request: ReviewDecide, row: dict[str, object]
 ) -> tuple[list[Change], bytes]:
     """The changes of deciding an ambiguous name, and the entity it now answers as."""
     name = str(row["name"])
     type_ = row.get("type")
     assert type_ is None or isinstance(type_, str)
     changes: list[Change] = []
-    if decision == "merge":
-        live: list[bytes] = []
-        for candidate in _ids(row):
-            kept = canonical_entity(ctx.store, ctx.txn, scope, candidate)
-            found = entity_row(ctx.store, ctx.txn, scope, kept)
-            if found is not None and is_live(found) and kept not in live:
-                live.append(kept)
-        if not live:
-            raise Conflict(
-                "every candidate of this name was tombstoned since; decide 'distinct'",
-                field="review_id",
-            )
-        chosen = live[0]
+    if request.decision == "merge":
+        assert request.into is not None  # _check_into
+        # The candidate may have been merged away since the item was queued: the name
+        # means what it answers as now.
+        chosen = canonical_entity(ctx.store, ctx.txn, scope, request.into)
         kept_row = entity_row(ctx.store, ctx.txn, scope, chosen)
-        assert kept_row is not None
-        # The alias goes first, so that each merge below records a kept entity that
-        # already answers to the name, and unmerging one keeps it.
+        if kept_row is None or not is_live(kept_row):
+            raise Conflict(
+                f"candidate {request.into.hex()} was tombstoned since; name another "
+                "candidate or decide 'distinct'",
+                field="into",
+            )
+        # A fuzzy tie's name becomes the chosen entity's alias, so later writes with it
+        # resolve there. Candidates that own the name exactly all keep it, so later
+        # writes with it tie again and ask again, as after 'distinct'.
         if normalise_name(name) not in index_names(kept_row):
             with_alias = {**kept_row, "aliases": [*aliases_of(kept_row), name]}
             changes.append(row_change(scope, chosen, with_alias))
             changes += index_changes(scope, chosen, index_names(kept_row), index_names(with_alias))
-        for other in live[1:]:
-            with staged(ctx, changes) as nested:
-                _, merged = merge_changes(nested, scope, chosen, other, field="review_id")
-            changes += merged
     else:
         chosen = ctx.ids.new()
         made = new_row(
@@ -234,6 +252,6 @@ def _decide_name(
         )
         changes.append(row_change(scope, chosen, made))
         changes += index_changes(scope, chosen, set(), index_names(made))
-    changes.append(absorb(scope, chosen, PENDING_TAG + review_id))
+    changes.append(absorb(scope, chosen, PENDING_TAG + request.review_id))
     changes.append(Delete(REVIEWS_BY_NAME, pending_name_key(scope, name, type_)))
     return changes, chosen

@@ -13,6 +13,7 @@ from typing import Final
 from brain.engine.records.filters import Filters, judge
 from brain.engine.records.refs import AnswersAs, keys_answering_as, resolve_for_read
 from brain.engine.records.statements import (
+    chain_of,
     get_loaded,
     predicate_hash,
     statement_times,
@@ -54,8 +55,7 @@ def read_get(ctx: ReadContext, scope: Scope, request: StatementGet) -> Statement
 def read_history(ctx: ReadContext, scope: Scope, request: StatementHistory) -> StatementHistoryOk:
     """STATEMENT_HISTORY: every version of the chain holding ``id``, oldest first."""
     loaded = get_loaded(ctx.store, ctx.txn, scope, request.id, "id")
-    root = loaded.content["chain_root"]
-    assert isinstance(root, bytes)
+    root, _ = chain_of(loaded)
     prefix = scope.key(root)
     answers = AnswersAs(ctx.store, ctx.txn, scope)
     versions: list[Statement] = []

@@ -15,7 +15,10 @@ Storage, every key scope-prefixed:
 - ``statement_by_time``: ``recorded_at ‖ id`` (LIST order and paging);
 - ``statement_current``: ``subject key ‖ predicate hash ‖ id`` for the
   statements neither superseded nor tombstoned;
-- ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY);
+- ``statement_chain``: ``chain_root ‖ version`` → ``id`` (HISTORY): the chain
+  position the content row gives, unless a decided contradiction joined the
+  statement to another chain later, which its state row records
+  (:func:`chained_row`);
 - ``statement_by_object``: ``entity id ‖ id`` for an object ``{"entity": id}``
   (the graph arm walks from an entity to the statements naming it);
 - not the retrieval indexes: they follow from these rows
@@ -88,6 +91,8 @@ from brain.wire.messages.statement_ops import (
 from brain.wire.messages.values import EntityValue, MemoryValue, StatementValue
 
 __all__ = [
+    "chain_of",
+    "chained_row",
     "get_loaded",
     "index_rows",
     "plan_create",
@@ -95,6 +100,7 @@ __all__ = [
     "plan_supersede",
     "plan_tombstone",
     "predicate_hash",
+    "rechain_changes",
     "shown_object",
     "statement_times",
     "to_message",
@@ -108,6 +114,27 @@ def predicate_hash(predicate: str) -> bytes:
 
 def _u64(value: int) -> bytes:
     return value.to_bytes(8, "big")
+
+
+_CHAIN_STAMPS = ("chain_root", "version", "supersedes")
+"""The chain position a state row may record: a contradiction decided ``supersede``
+joins its newest statement, written as version 1 of its own chain, to the chain of
+the statement it supersedes, later than the content row was written."""
+
+
+def chained_row(content: dict[str, object], state: dict[str, object]) -> dict[str, object]:
+    """``content`` with the chain position ``state`` records, where it records one: the
+    row whose ``chain_root`` and ``version`` place the statement in ``statement_chain``."""
+    moved = {key: state[key] for key in _CHAIN_STAMPS if key in state}
+    return {**content, **moved} if moved else content
+
+
+def chain_of(loaded: Versioned) -> tuple[bytes, int]:
+    """The chain ``loaded`` belongs to now and its version in it."""
+    row = chained_row(loaded.content, loaded.state)
+    root, version = row["chain_root"], row["version"]
+    assert isinstance(root, bytes) and isinstance(version, int)
+    return root, version
 
 
 def statement_times(loaded: Versioned) -> RowTimes:
@@ -151,12 +178,13 @@ def to_message(
     own, so a subject many rows share is worked out once) or ``store`` and ``txn`` are
     given, as stored otherwise."""
     c, s = loaded.content, loaded.state
+    root, version = chain_of(loaded)
     wire: dict[str, object] = {
         "id": loaded.id,
         "space": scope.space,
         "recorded_at": c["recorded_at"],
-        "version": c["version"],
-        "chain_root": c["chain_root"],
+        "version": version,
+        "chain_root": root,
     }
     for key in ("supersedes",):
         if key in c:
@@ -332,6 +360,21 @@ def superseded_changes(
     return [_put_state(scope, old.id, state), _no_longer_current(scope, old)]
 
 
+def rechain_changes(scope: Scope, newest: Versioned, older: Versioned) -> list[Change]:
+    """Join ``newest``, alone in the chain it was created as, to ``older``'s chain as
+    the version after it, ``supersedes`` it: stamps in ``newest``'s state row (its
+    content row is written once) and its ``statement_chain`` entry moved. ``older``
+    is current, so that version is free."""
+    own_root, own_version = chain_of(newest)
+    root, version = chain_of(older)
+    state = {**newest.state, "chain_root": root, "version": version + 1, "supersedes": older.id}
+    return [
+        _put_state(scope, newest.id, state),
+        Delete(STATEMENT_CHAIN, scope.key(own_root, _u64(own_version))),
+        Put(STATEMENT_CHAIN, scope.key(root, _u64(version + 1)), newest.id),
+    ]
+
+
 def tombstone_changes(
     ctx: PlanContext, scope: Scope, loaded: Versioned, reason: str
 ) -> list[Change]:
@@ -401,10 +444,8 @@ def plan_create(
     version, root, supersedes = 1, statement_id, None
     if stateful and current:
         latest = max(current, key=lambda c: int(str(c.content["recorded_at"])))
-        version = int(str(latest.content["version"])) + 1
-        chain_root = latest.content["chain_root"]
-        assert isinstance(chain_root, bytes)
-        root, supersedes = chain_root, latest.id
+        root, last_version = chain_of(latest)
+        version, supersedes = last_version + 1, latest.id
         for old in current:
             changes += superseded_changes(ctx, scope, old, statement_id, request.valid_from)
     elif declared_fact and current:
@@ -459,9 +500,8 @@ def plan_supersede(
     if not same:
         raise InvalidArgument("a new version must have the same subject", field="new.subject")
     statement_id = ctx.ids.new()
-    version = int(str(old.content["version"])) + 1
-    root = old.content["chain_root"]
-    assert isinstance(root, bytes)
+    root, old_version = chain_of(old)
+    version = old_version + 1
     row = _content(
         ctx, scope, draft, subject=subject, version=version, chain_root=root, supersedes=old.id
     )

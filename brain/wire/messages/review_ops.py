@@ -59,6 +59,10 @@ class ReviewDecide(TxnWriteRequest):
 
     review_id: Id
     decision: Decision
+    into: Id | None = None
+    """For ``merge`` of an ``ambiguous_entity`` item, and only for it: the candidate
+    the name means (spec/02-data-model.md §7). A name that ties between entities is
+    settled by naming one of them, never by guessing which."""
 
 
 @wire_message

@@ -1809,6 +1809,8 @@ export interface ReviewDecide {
   review_id: Buffer;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
   decision: 'keep_both' | 'supersede' | 'reject_new' | 'merge' | 'distinct';
+  /** `bytes(16)` */
+  into?: Buffer;
 }
 
 export interface ReviewDecideInput {
@@ -1822,6 +1824,8 @@ export interface ReviewDecideInput {
   review_id: Uint8Array | Float32Array;
   /** `enum(keep_both|supersede|reject_new|merge|distinct)` */
   decision: 'keep_both' | 'supersede' | 'reject_new' | 'merge' | 'distinct';
+  /** `bytes(16)` */
+  into?: Uint8Array | Float32Array | null;
 }
 
 export interface ReviewDecided {

@@ -189,6 +189,9 @@ EVERY_KIND: Final[list[tuple[object, ...]]] = [
     ("encode", "default", TEXTS[0], False, None),
     ("retract", 6),
     ("create", "default", (("name", "Bob"), "likes", ("bool", True), None, None, None)),
+    # The last contradiction decided by supersession: one chain now holds both.
+    ("decide", "default", "supersede"),
+    ("create", "default", (("name", "Bob"), "likes", ("bool", False), None, None, None)),
     ("merge", 3, 0),
 ]
 """A history that writes every kind of record, so every line type has a line."""
@@ -484,12 +487,16 @@ class _Player:
     def _decide(self, space: str, decision: str) -> None:
         listed = self.run(ReviewList(space=space), Opcode.REVIEW_LIST)
         if isinstance(listed, ReviewListOk) and listed.items:
+            item = listed.items[0]
+            # A merge names the candidate the name means: the first listed, the best.
+            into = item.records[0] if decision == "merge" else None
             self.run(
                 ReviewDecide(
                     request_id=os.urandom(16),
                     space=space,
-                    review_id=listed.items[0].review_id,
+                    review_id=item.review_id,
                     decision=decision,
+                    into=into,
                 ),
                 Opcode.REVIEW_DECIDE,
             )

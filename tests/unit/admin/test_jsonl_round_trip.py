@@ -110,7 +110,7 @@ def test_an_imported_jsonl_export_answers_as_the_original(
 
 def test_a_history_of_every_kind_of_record_round_trips() -> None:
     """Every line type, every stamp: merged and unmerged entities, decided and waiting
-    names, a contradiction, forgets of both strengths, a retraction."""
+    names, a contradiction kept and one superseded, forgets of both strengths, a retraction."""
     data = round_trip(EVERY_KIND, "base64")
     lines = [json.loads(line) for line in data.decode().splitlines()]
     counts = lines[0]["counts"]
@@ -119,6 +119,8 @@ def test_a_history_of_every_kind_of_record_round_trips() -> None:
     states = [line.get("state", {}) for line in statements]
     assert any(s.get("tombstone_reason") == "retracted" for s in states)
     assert any("superseded_by" in s and "closed_at" in s for s in states)
+    # A decided contradiction's newest statement carries the chain it joined.
+    assert any("chain_root" in s and s.get("version") == 2 for s in states)
     memories = [line for line in lines if line["type"] == "memory"]
     assert {m.get("forgotten") for m in memories} >= {"soft", "hard", None}
     assert any("client_vector" in m for m in memories)

@@ -197,7 +197,10 @@ class _Writes:
         listed = self.db.execute(NS, Opcode.REVIEW_LIST, ReviewList())
         assert isinstance(listed, ReviewListOk)
         (item,) = [i for i in listed.items if i.kind == "ambiguous_entity"]
-        request = ReviewDecide(request_id=rid(), review_id=item.review_id, decision=decision)
+        into = item.records[0] if decision == "merge" else None  # the best candidate
+        request = ReviewDecide(
+            request_id=rid(), review_id=item.review_id, decision=decision, into=into
+        )
         self.run(f"REVIEW_DECIDE {decision}", Opcode.REVIEW_DECIDE, request)
 
 
@@ -285,7 +288,7 @@ def _decide_ambiguous_names(w: _Writes) -> None:
     w.say("JJ", "likes", TextValue(text="jazz"))  # a tie: a pending name
     w.say("jj", "hates", TextValue(text="rain"))  # the same open item
     w.say(jamie, "drives", TextValue(text="a bus"))
-    w.decide("merge")  # the pending statements now say Jordan Jones
+    w.decide("merge")  # the pending statements now say the first candidate's name
     w.entity("Kim Kale", "KK")
     w.entity("Kit Kline", "KK")
     w.say("KK", "sings", TextValue(text="opera"))

@@ -277,7 +277,7 @@ def test_renaming_the_kept_entity_reindexes_what_was_merged_into_it(db: Database
 
 
 def test_a_decided_name_is_reindexed(db: Database) -> None:
-    entity(db, "Alice Smith")
+    smith = entity(db, "Alice Smith")
     entity(db, "Alice Smyth")
     waiting = say(db, "Alice Smoth", "likes", TextValue(text="tea")).statement_id
     assert db.wait_indexed()
@@ -285,10 +285,12 @@ def test_a_decided_name_is_reindexed(db: Database) -> None:
     listed = run(db, Opcode.REVIEW_LIST, ReviewList())
     assert isinstance(listed, ReviewListOk)
     (item,) = listed.items
-    decision = ReviewDecide(request_id=rid(), review_id=item.review_id, decision="merge")
+    decision = ReviewDecide(
+        request_id=rid(), review_id=item.review_id, decision="merge", into=smith
+    )
     run(db, Opcode.REVIEW_DECIDE, decision)
     assert db.wait_indexed()
-    # The name became an alias of the first candidate: the statement is called by its name.
+    # The name became an alias of the chosen candidate: the statement is called by its name.
     assert found(db, "Smoth") == []
     assert found(db, "Alice Smith tea") == [waiting]
     assert_lexical_index_is_fresh(db)

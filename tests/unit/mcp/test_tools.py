@@ -92,6 +92,11 @@ def test_arguments_outside_their_schema_are_refused_naming_them(connection: Conn
             assert "confidence" in unsure
             odd = await _refused(client, "review_decide", review_id="00" * 16, decision="maybe")
             assert "decision" in odd
+            # into reaches the request: a malformed one is refused by its own name.
+            bad_into = await _refused(
+                client, "review_decide", review_id="00" * 16, decision="merge", into="zz"
+            )
+            assert bad_into.endswith("[field: into]")
             # A time with no offset: its zone would be a guess, and the facade says so.
             naive = await _refused(
                 client, "remember", text="hello", occurred_at="2024-05-01T10:00:00"

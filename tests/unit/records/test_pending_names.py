@@ -21,7 +21,6 @@ from brain.wire.messages.entity_ops import (
     EntityResolve,
     EntityResolveOk,
     EntityTombstone,
-    EntityUnmerge,
 )
 from brain.wire.messages.records import Entity
 from brain.wire.messages.relation_ops import (
@@ -95,11 +94,11 @@ def items(db: Database) -> list[ReviewItem]:
     return list(answer.items)
 
 
-def decide(db: Database, review_id: bytes, decision: str) -> None:
+def decide(db: Database, review_id: bytes, decision: str, into: bytes | None = None) -> None:
     run(
         db,
         Opcode.REVIEW_DECIDE,
-        ReviewDecide(request_id=rid(), review_id=review_id, decision=decision),
+        ReviewDecide(request_id=rid(), review_id=review_id, decision=decision, into=into),
     )
 
 
@@ -222,58 +221,70 @@ def test_distinct_makes_the_name_a_new_entity(db: Database) -> None:
         decide(db, item.review_id, "merge")
 
 
-def test_merge_joins_the_candidates_and_gives_the_kept_one_the_name(db: Database) -> None:
+def test_merge_points_the_name_at_the_chosen_candidate_alone(db: Database) -> None:
     smith, smyth = entity(db, "Alice Smith"), entity(db, "Alice Smyth")
-    on_smyth = say(db, EntityRef(entity=smyth), "jazz")
+    on_smith = say(db, EntityRef(entity=smith), "jazz")
     waiting = say(db, NameRef(name="Alice Smoth"))
     (item,) = items(db)
-    decide(db, item.review_id, "merge")
-    assert subject_of(db, waiting) == EntityRef(entity=smith)
-    assert subject_of(db, on_smyth) == EntityRef(entity=smith)
-    assert sorted(listed(db, smith)) == sorted([on_smyth, waiting])
-    kept = get_entity(db, smith)
-    assert set(kept.aliases) == {"Alice Smoth", "Alice Smyth"}
-    assert get_entity(db, smyth).merged_into == smith
-    # The next write with the name resolves by alias, without a review.
-    assert subject_of(db, say(db, NameRef(name="alice smoth"))) == EntityRef(entity=smith)
+    # The name means Smyth, the second candidate: the tie is settled as the person says.
+    decide(db, item.review_id, "merge", into=smyth)
+    assert subject_of(db, waiting) == EntityRef(entity=smyth)
+    assert listed(db, smyth) == [waiting]
+    assert get_entity(db, smyth).aliases == ("Alice Smoth",)
+    # The other candidate is left alone: not merged, its records its own.
+    assert get_entity(db, smith).merged_into is None
+    assert get_entity(db, smith).aliases == ()
+    assert subject_of(db, on_smith) == EntityRef(entity=smith)
+    assert listed(db, smith) == [on_smith]
+    # The next write with the name resolves by the alias, without a review.
+    assert subject_of(db, say(db, NameRef(name="alice smoth"))) == EntityRef(entity=smyth)
     assert items(db) == []
-    # The merge is an ordinary one: the audit names it, and ENTITY_UNMERGE undoes it
-    # (the decided name stays with the kept entity).
     audit = db.audit(NS)
-    merge_entry = next(e for e in audit if e["operation"] == "entity_merge")
+    assert not any(e["operation"] == "entity_merge" for e in audit)
     review_entry = next(e for e in audit if e["operation"] == "review_merge")
-    assert review_entry["records"] == [item.review_id, smith, smith, smyth]
-    merge_id = merge_entry["records"][0]  # type: ignore[index]
-    assert isinstance(merge_id, bytes)
-    run(db, Opcode.ENTITY_UNMERGE, EntityUnmerge(request_id=rid(), merge_id=merge_id))
-    assert get_entity(db, smyth).merged_into is None
-    assert subject_of(db, on_smyth) == EntityRef(entity=smyth)
-    assert subject_of(db, waiting) == EntityRef(entity=smith)
-    assert "Alice Smoth" in get_entity(db, smith).aliases
+    assert review_entry["records"] == [item.review_id, smyth, *item.records[:2]]
 
 
-def test_merge_follows_candidates_that_moved_and_refuses_when_none_is_left(
+def test_merge_follows_the_chosen_candidate_and_refuses_a_tombstoned_one(
     db: Database,
 ) -> None:
     a, b, c = entity(db, "Orion"), entity(db, "Orion"), entity(db, "Hunter")
     waiting = say(db, NameRef(name="Orion"))
     (item,) = items(db)
-    # The first candidate was merged away meanwhile: the decision follows it.
+    # The chosen candidate was merged away meanwhile: the name means what it answers as.
     merged = run(db, Opcode.ENTITY_MERGE, EntityMerge(request_id=rid(), keep=c, merge=a))
     assert isinstance(merged, EntityMergeOk)
-    decide(db, item.review_id, "merge")
+    decide(db, item.review_id, "merge", into=a)
     assert subject_of(db, waiting) == EntityRef(entity=c)
-    assert get_entity(db, b).merged_into == c
-    # Every candidate tombstoned: only "distinct" can settle it.
+    assert get_entity(db, b).merged_into is None
+    assert "Orion" in get_entity(db, c).aliases
+    # A tombstoned choice is refused; another candidate, or 'distinct', settles it.
     x, y = entity(db, "Vega"), entity(db, "Vega")
-    say(db, NameRef(name="Vega"))
+    on_vega = say(db, NameRef(name="Vega"))
     (vega,) = items(db)
-    for gone in (x, y):
-        run(db, Opcode.ENTITY_TOMBSTONE, EntityTombstone(request_id=rid(), id=gone))
+    run(db, Opcode.ENTITY_TOMBSTONE, EntityTombstone(request_id=rid(), id=x))
     with pytest.raises(Conflict) as caught:
-        decide(db, vega.review_id, "merge")
-    assert caught.value.field == "review_id" and "distinct" in caught.value.message
-    decide(db, vega.review_id, "distinct")
+        decide(db, vega.review_id, "merge", into=x)
+    assert caught.value.field == "into" and "distinct" in caught.value.message
+    decide(db, vega.review_id, "merge", into=y)
+    assert subject_of(db, on_vega) == EntityRef(entity=y)
+
+
+def test_into_is_required_by_merge_and_refused_elsewhere(db: Database) -> None:
+    first, second = entity(db, "Rigel"), entity(db, "Rigel")
+    stranger = entity(db, "Deneb")
+    say(db, NameRef(name="Rigel"))
+    (item,) = items(db)
+    for into in (None, stranger):
+        with pytest.raises(InvalidArgument) as caught:
+            decide(db, item.review_id, "merge", into=into)
+        assert caught.value.field == "into"
+    with pytest.raises(InvalidArgument) as caught:
+        decide(db, item.review_id, "distinct", into=first)
+    assert caught.value.field == "into"
+    assert [i.review_id for i in items(db)] == [item.review_id]  # nothing was decided
+    decide(db, item.review_id, "merge", into=second)
+    assert items(db) == []
 
 
 def test_decisions_of_the_wrong_kind_are_refused(db: Database) -> None:

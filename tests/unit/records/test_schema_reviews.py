@@ -23,10 +23,15 @@ from brain.wire.messages.schema_ops import (
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
+    StatementDraft,
     StatementGet,
     StatementGetOk,
+    StatementHistory,
+    StatementHistoryOk,
     StatementList,
     StatementListOk,
+    StatementSupersede,
+    StatementSupersedeOk,
     StatementTombstone,
 )
 from brain.wire.messages.values import NameRef, TextValue
@@ -204,6 +209,31 @@ def test_contradiction_supersede(db: Database) -> None:
     linked = db.execute(NS, Opcode.STATEMENT_GET, StatementGet(id=newest.statement.supersedes))
     assert isinstance(linked, StatementGetOk)
     assert linked.statement.superseded_by == new.statement_id
+    # The newest continues the chain of the statement recorded last (the second Paris):
+    # one history, read from either end, and the next version follows on from it.
+    chain = [linked.statement.id, new.statement_id]
+    assert newest.statement.chain_root == linked.statement.chain_root == chain[0]
+    assert newest.statement.version == linked.statement.version + 1 == 2
+    for either in chain:
+        history = db.execute(NS, Opcode.STATEMENT_HISTORY, StatementHistory(id=either))
+        assert isinstance(history, StatementHistoryOk)
+        assert [v.id for v in history.versions] == chain
+    draft = StatementDraft(
+        kind="fact",
+        subject=NameRef(name="Dee"),
+        predicate="born_in",
+        object_=TextValue(text="Nice"),
+    )
+    third = db.execute(
+        NS,
+        Opcode.STATEMENT_SUPERSEDE,
+        StatementSupersede(request_id=rid(), old=new.statement_id, new=draft),
+    )
+    assert isinstance(third, StatementSupersedeOk)
+    assert (third.chain_root, third.version) == (chain[0], 3)
+    history = db.execute(NS, Opcode.STATEMENT_HISTORY, StatementHistory(id=chain[0]))
+    assert isinstance(history, StatementHistoryOk)
+    assert [v.id for v in history.versions] == [*chain, third.statement_id]
 
 
 def test_contradiction_reject_new_and_bad_decisions(db: Database) -> None:
@@ -215,6 +245,15 @@ def test_contradiction_reject_new_and_bad_decisions(db: Database) -> None:
             ReviewDecide(request_id=rid(), review_id=review, decision="merge"),
         )
     assert info.value.field == "decision"
+    with pytest.raises(InvalidArgument) as info:  # into belongs to a merge of a name only
+        db.execute(
+            NS,
+            Opcode.REVIEW_DECIDE,
+            ReviewDecide(
+                request_id=rid(), review_id=review, decision="reject_new", into=new.statement_id
+            ),
+        )
+    assert info.value.field == "into"
     db.execute(
         NS,
         Opcode.REVIEW_DECIDE,

@@ -37,6 +37,7 @@ def blocking(db: Brain) -> None:
     assert_type(db.tombstone_relation(edge), results.TombstoneResult)
     for item in db.list_reviews():
         assert_type(db.decide_review(item, "keep_both"), int)
+        assert_type(db.decide_review(item, "merge", into=dan), int)
     assert_type(db.put_schema(predicates=[PredicateDecl(name="p", stateful=True)]), int)
     assert_type(db.get_schema(), Schema)
     assert_type(db.ping(), results.Pong)

@@ -579,7 +579,13 @@ def _foreign_writes(
         (Opcode.FORGET, Forget(space=space, request_id=rid(), memory=o.forgotten, mode="hard")),
         (
             Opcode.REVIEW_DECIDE,
-            ReviewDecide(space=space, request_id=rid(), review_id=o.review_id, decision="merge"),
+            ReviewDecide(
+                space=space,
+                request_id=rid(),
+                review_id=o.review_id,
+                decision="merge",
+                into=o.twins[1],
+            ),
         ),
     ]
 

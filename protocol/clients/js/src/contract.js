@@ -2466,6 +2466,11 @@ export const SCHEMA = {
         "key": "decision",
         "required": true,
         "type": "enum(keep_both|supersede|reject_new|merge|distinct)"
+      },
+      {
+        "key": "into",
+        "required": false,
+        "type": "bytes(16)"
       }
     ],
     "ReviewDecided": [

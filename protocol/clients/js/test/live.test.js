@@ -148,6 +148,26 @@ describe('a live server', { timeout: 90_000 }, () => {
     );
   });
 
+  test('an ambiguous name decided by naming the candidate it means (into)', async () => {
+    const space = 'js-review';
+    const twins = [];
+    for (let i = 0; i < 2; i += 1) twins.push((await client.entityCreate({ space, name: 'Kai Moss' })).entity_id);
+    const said = await client.statementCreate({
+      space, kind: 'fact', subject: { name: 'Kai Moss' }, predicate: 'likes', object: { text: 'tea' },
+    });
+    const { items: [item] } = await client.reviewList({ space });
+    assert.equal(item.kind, 'ambiguous_entity');
+    await assert.rejects(
+      client.reviewDecide({ space, review_id: item.review_id, decision: 'merge' }),
+      (/** @type {any} */ e) => e instanceof errors.InvalidArgument && e.field === 'into',
+    );
+    await client.reviewDecide({ space, review_id: item.review_id, decision: 'merge', into: twins[1] });
+    const { statement } = await client.statementGet({ space, id: said.statement_id });
+    assert.ok(statement.subject.entity.equals(twins[1]), 'the name means the candidate named');
+    const { entity: other } = await client.entityGet({ space, id: twins[0] });
+    assert.equal(other.merged_into, undefined, 'the other candidate is left alone');
+  });
+
   test(`a burst of ${BURST} pipelined writes, then reads, each matched to its request`, async () => {
     const texts = Array.from({ length: BURST }, (_, i) => `burst note ${i} ${randomBytes(6).toString('hex')}`);
     const written = await Promise.all(texts.map((text) => client.encode({ text })));
