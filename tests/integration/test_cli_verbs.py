@@ -210,6 +210,23 @@ def test_entities_and_relations(server: ServerProcess) -> None:
     assert "Eve Example" in shown and "works_with" in shown
 
 
+def test_entity_history_and_reads_as_of(server: ServerProcess) -> None:
+    """A rename leaves the entity as it was believed before: `entity get --as-of` finds
+    it by its old name, and `entity history` shows both versions."""
+    gus = brain(server, "entity add Gus -q --space hist").stdout.strip()
+    brain(server, f"entity update {gus} --name Gustav -q --space hist")
+    versions = brain_json(server, f"entity history {gus} --space hist")["versions"]
+    assert [v["name"] for v in versions] == ["Gus", "Gustav"]
+    first = versions[0]["recorded_at"]
+    assert versions[0]["record_invalidated_at"] == versions[1]["recorded_at"]
+    then = brain_json(server, f"entity get Gus --as-of {first} --space hist")["entity"]
+    assert then["id"] == gus and then["name"] == "Gus"
+    assert brain_json(server, f"entity resolve Gus --as-of {first} --space hist")["resolved"] == gus
+    assert brain_json(server, "entity resolve Gus --space hist").get("resolved") is None
+    shown = brain(server, f"entity history {gus} --space hist").stdout
+    assert "Gus" in shown and "Gustav" in shown
+
+
 def test_review_list_and_decide(server: ServerProcess) -> None:
     assert brain_json(server, "schema put --predicate likes:fact --space reviews")["version"] == 1
     schema = brain_json(server, "schema get --space reviews")

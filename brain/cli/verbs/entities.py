@@ -13,7 +13,7 @@ import argparse
 
 from brain.cli.verbs.arguments import argument, parse_attribute, parse_id
 from brain.cli.verbs.context import Request, VerbContext
-from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg
+from brain.cli.verbs.options import Parents, SubParsers, add_group, add_verb, id_arg, time_arg
 from brain.cli.verbs.output import cell
 from brain.cli.verbs.paging import add_paging_options, follow_pages, page_footer
 from brain.cli.verbs.short_ids import entity_short_id, resolve_short_id, short_id_arg
@@ -24,6 +24,8 @@ from brain.wire.messages.entity_ops import (
     EntityCreateOk,
     EntityGet,
     EntityGetOk,
+    EntityHistory,
+    EntityHistoryOk,
     EntityList,
     EntityListOk,
     EntityMerge,
@@ -47,7 +49,9 @@ entity_id = short_id_arg("entity")
 """An entity id: whole, or the short form tables print (:mod:`~brain.cli.verbs.short_ids`)."""
 
 
-def resolve_entity(ctx: VerbContext, text: str, *, what: str = "entity") -> bytes:
+def resolve_entity(
+    ctx: VerbContext, text: str, *, what: str = "entity", as_of: int | None = None
+) -> bytes:
     """The entity ``text`` names: an id (``<hex>``, ``id:<hex>``), its short form
     (``…TAIL``, ``id:…TAIL``), or a name or alias that ENTITY_RESOLVE matches exactly
     and unambiguously; else NOT_FOUND."""
@@ -58,16 +62,18 @@ def resolve_entity(ctx: VerbContext, text: str, *, what: str = "entity") -> byte
     if colon and prefix in ("id", "entity"):
         text = rest
     elif colon and prefix == "name":
-        return _resolve_name(ctx, rest, what)
+        return _resolve_name(ctx, rest, what, as_of)
     try:
         return parse_id(text)
     except ValueError:
-        return _resolve_name(ctx, text, what)
+        return _resolve_name(ctx, text, what, as_of)
 
 
-def _resolve_name(ctx: VerbContext, name: str, what: str) -> bytes:
+def _resolve_name(ctx: VerbContext, name: str, what: str, as_of: int | None) -> bytes:
     answer = ctx.call(
-        Opcode.ENTITY_RESOLVE, EntityResolve(space=ctx.space, name=name), EntityResolveOk
+        Opcode.ENTITY_RESOLVE,
+        EntityResolve(space=ctx.space, name=name, as_of=as_of),
+        EntityResolveOk,
     )
     exact = [m for m in answer.matches if m.tier in _EXACT_TIERS]
     if answer.resolved is not None and not answer.ambiguous and exact:
@@ -103,6 +109,18 @@ def register(commands: SubParsers, parents: Parents) -> None:
 
     get = add_verb(group, "get", _get, parents, help="show one entity (ENTITY_GET)")
     get.add_argument("entity", metavar="ENTITY", help="an id, or an exact name or alias")
+    get.add_argument(
+        "--as-of", type=time_arg, metavar="DATE", help="as believed at DATE (a name too)"
+    )
+
+    history = add_verb(
+        group,
+        "history",
+        _history,
+        parents,
+        help="every version of an entity on the record axis (ENTITY_HISTORY)",
+    )
+    history.add_argument("entity", metavar="ENTITY", help="an id, or an exact name or alias")
 
     update = add_verb(
         group,
@@ -132,6 +150,9 @@ def register(commands: SubParsers, parents: Parents) -> None:
     resolve.add_argument("name", metavar="NAME")
     resolve.add_argument("--type", metavar="TYPE")
     resolve.add_argument("--limit", type=int, metavar="N", help="most matches (default 10)")
+    resolve.add_argument(
+        "--as-of", type=time_arg, metavar="DATE", help="among the entities believed at DATE"
+    )
 
     merge = add_verb(
         group,
@@ -159,6 +180,9 @@ def register(commands: SubParsers, parents: Parents) -> None:
     listing = add_verb(group, "list", _list, parents, help="list live entities (ENTITY_LIST)")
     listing.add_argument("--type", metavar="TYPE")
     listing.add_argument("--prefix", metavar="TEXT", help="names starting with TEXT")
+    listing.add_argument(
+        "--as-of", type=time_arg, metavar="DATE", help="the entities as believed at DATE"
+    )
     add_paging_options(listing)
 
     tombstone = add_verb(
@@ -199,12 +223,41 @@ def _add(ctx: VerbContext) -> int:
 
 
 def _get(ctx: VerbContext) -> int:
-    ident = resolve_entity(ctx, ctx.args.entity)
-    answer = ctx.call(Opcode.ENTITY_GET, EntityGet(space=ctx.space, id=ident), EntityGetOk)
+    as_of = ctx.args.as_of
+    ident = resolve_entity(ctx, ctx.args.entity, as_of=as_of)
+    request = EntityGet(space=ctx.space, id=ident, as_of=as_of)
+    answer = ctx.call(Opcode.ENTITY_GET, request, EntityGetOk)
     if ctx.printer.json_output:
         ctx.printer.json(answer)
     else:
         ctx.printer.show(entity_panel(answer.entity, ctx.printer))
+    return 0
+
+
+def _history(ctx: VerbContext) -> int:
+    ident = resolve_entity(ctx, ctx.args.entity)
+    request = EntityHistory(space=ctx.space, id=ident)
+    answer = ctx.call(Opcode.ENTITY_HISTORY, request, EntityHistoryOk)
+    out = ctx.printer
+    if out.json_output:
+        out.json(answer)
+        return 0
+    table = out.table(
+        "recorded", "until", "name", "aliases", "state", title=f"entity {ident.hex()}"
+    )
+    for version in answer.versions:
+        until = version.record_invalidated_at
+        state = "tombstoned" if version.tombstoned_at is not None else "live"
+        if version.merged_into is not None:
+            state = f"merged into {version.merged_into.hex()}"
+        table.add_row(
+            cell(out.time(version.recorded_at, compact=True)),
+            cell("" if until is None else out.time(until, compact=True)),
+            cell(version.name),
+            cell(", ".join(version.aliases)),
+            cell(state),
+        )
+    out.show(table)
     return 0
 
 
@@ -237,7 +290,9 @@ def _show_entity(ctx: VerbContext, answer: EntityUpdateOk) -> int:
 
 def _resolve(ctx: VerbContext) -> int:
     args = ctx.args
-    request = EntityResolve(space=ctx.space, name=args.name, type_=args.type, limit=args.limit)
+    request = EntityResolve(
+        space=ctx.space, name=args.name, type_=args.type, limit=args.limit, as_of=args.as_of
+    )
     answer = ctx.call(Opcode.ENTITY_RESOLVE, request, EntityResolveOk)
     out = ctx.printer
     if out.json_output:
@@ -303,7 +358,12 @@ def _list(ctx: VerbContext) -> int:
 
     def page(cursor: bytes | None) -> EntityListOk:
         request = EntityList(
-            space=ctx.space, type_=args.type, prefix=args.prefix, limit=args.limit, cursor=cursor
+            space=ctx.space,
+            type_=args.type,
+            prefix=args.prefix,
+            limit=args.limit,
+            cursor=cursor,
+            as_of=args.as_of,
         )
         return ctx.call(Opcode.ENTITY_LIST, request, EntityListOk)
 

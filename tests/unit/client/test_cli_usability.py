@@ -129,7 +129,14 @@ def _statement() -> Statement:
 def test_tables_show_compact_times_and_detail_views_every_nanosecond() -> None:
     statement = _statement()
     entity = Entity.from_wire(
-        {"id": ENTITY, "name": "Alice", "aliases": [], "attributes": {}, "created_at": RECORDED}
+        {
+            "id": ENTITY,
+            "name": "Alice",
+            "aliases": [],
+            "attributes": {},
+            "created_at": RECORDED,
+            "recorded_at": RECORDED,
+        }
     )
     table = _shown(
         lambda p: statement_table([statement], p, p.labels(statement)),
