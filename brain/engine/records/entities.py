@@ -182,7 +182,10 @@ def plan_create(
         attributes=attributes,
         created_at=ctx.record_time,
     )
-    changes: list[Change] = [row_change(scope, entity_id, row)]
+    changes: list[Change] = [
+        row_change(scope, entity_id, row),
+        audit_entry(ctx, scope, "entity_create", [entity_id]),
+    ]
     changes += index_changes(scope, entity_id, set(), index_names(row))
     return changes, EntityCreateOk(entity_id=entity_id, lsn=ctx.lsn)
 

@@ -41,6 +41,7 @@ from typing import Final
 import lmdb
 
 from brain import cbor
+from brain.engine.records.audit import audit_entry
 from brain.engine.records.entity_history import held_at, members_at
 from brain.engine.records.entity_rows import (
     ENTITY_ID_BYTES,
@@ -240,7 +241,11 @@ def resolve_for_write(
     row = new_row(
         scope, name=ref.name, type_=ref.type_, aliases=[], attributes={}, created_at=ctx.record_time
     )
-    changes: list[Change] = [row_change(scope, entity_id, row)]
+    changes: list[Change] = [
+        row_change(scope, entity_id, row),
+        # A name that makes an entity is an entity change like ENTITY_CREATE: audited.
+        audit_entry(ctx, scope, "entity_create", [entity_id], reason="named by a write"),
+    ]
     changes += index_changes(scope, entity_id, set(), index_names(row))
     return ENTITY_TAG + entity_id, changes
 

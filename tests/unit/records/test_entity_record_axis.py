@@ -258,7 +258,7 @@ def test_history_of_each_entity_has_every_version() -> None:
             assert versions[-1].record_invalidated_at is None
             assert versions[0].recorded_at == versions[0].created_at
             audit = [entry["operation"] for entry in db.audit(NS)]
-            assert "entity_update" in audit
+            assert audit.count("entity_update") == 1 and audit.count("entity_create") == 1
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

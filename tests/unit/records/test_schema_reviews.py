@@ -288,8 +288,13 @@ def test_audit_entries_are_written(tmp_path: Path) -> None:
             ]
     finally:
         env.close()
-    assert len(rows) == 1
-    entry = rows[0]
+    # The statement's name made an entity (audited), then the tombstone.
+    assert [r["operation"] for r in rows if isinstance(r, dict)] == [
+        "entity_create",
+        "statement_tombstone",
+    ]
+    made, entry = rows
+    assert isinstance(made, dict) and made["reason"] == "named by a write"
     assert isinstance(entry, dict)
     assert entry["operation"] == "statement_tombstone" and entry["reason"] == "typo"
     assert entry["key_id"] == b"a" * 16 and entry["records"] == [s.statement_id]
