@@ -86,6 +86,9 @@ def plan_records(
     if stored is not None:
         return Replay(stored)
     changes, answer = WRITES[opcode](ctx, scope, request)
+    # The entity history goes with the record changes, so a transaction's reads see its
+    # buffered entities on the record axis too (at record time 0, until the commit).
+    changes += history_entries(changes, ctx.record_time)
     payload = cbor.encode(answer.to_wire())
     rows = idempotency.row_changes(scope, write.request_id, digest, payload, ctx.record_time)
     return Planned(scope, changes, rows, payload)
@@ -117,8 +120,7 @@ def plan_write(
         recorded_at=ctx.record_time,
     )
     indexed = index_entries(ctx, planned.scope, changes)
-    history = history_entries(changes, ctx.record_time)
-    return changes + indexed + history + planned.rows + logged, planned.payload
+    return changes + indexed + planned.rows + logged, planned.payload
 
 
 def plan_single(

@@ -262,7 +262,10 @@ def test_admin_audit_lists_what_keys_did(server: ServerProcess) -> None:
     assert _admin(server, "DELETE", f"/v1/keys/{made['key_id']}")[0] == 204
     status, body = _admin(server, "GET", "/v1/audit?namespace=default&limit=10")
     assert status == 200
-    deleted, created_key, entry, bootstrap = body["entries"]
+    # Newest first: the key's delete and create, the tombstone, the entity the
+    # statement's name made, and the bootstrap key.
+    deleted, created_key, entry, made_entity, bootstrap = body["entries"]
+    assert made_entity["operation"] == "entity_create"
     assert (deleted["operation"], deleted["via"]) == ("key_delete", "admin")
     assert deleted["records"] == created_key["records"] == [made["key_id"]]
     assert (created_key["operation"], created_key["via"]) == ("key_create", "admin")

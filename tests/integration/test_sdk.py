@@ -309,8 +309,9 @@ def test_a_transaction_commits_on_exit_and_aborts_on_an_exception(db: Brain) -> 
         assert tx.get_statement(s).object_ == "Initech"  # the transaction sees its writes
         with pytest.raises(NotFound):
             db.get_statement(s)  # nobody else does yet
-        with pytest.raises(InvalidArgument, match="ENTITY_MERGE"):
-            tx.merge_entities(bytes(16), bytes(range(16)))
+        # A schema is what every write is checked against: it never joins one.
+        with pytest.raises(InvalidArgument, match="SCHEMA_PUT"):
+            tx.put_schema(entity_types=["person"])
         with pytest.raises(InvalidArgument, match="nest"):
             tx.transaction()
     assert committing.committed is not None and len(committing.committed.results) == 2

@@ -522,9 +522,11 @@ def test_buffered_records_have_record_time_zero_in_their_transaction(db: Databas
         return [(getattr(s.object_, "text", None), s.recorded_at) for s in answer.statements]
 
     # Until the commit gives it its time, the buffered statement comes first by
-    # recorded_at and is seen as of any time (spec/05-durability.md §8).
+    # recorded_at and is seen as of any time its subject's name named the entity
+    # (spec/05-durability.md §8); before the entity was made, the name named nothing.
     assert seen(None) == [("coffee", 0), ("tea", stored_at)]
-    assert seen(stored_at - 1) == [("coffee", 0)]
+    assert seen(stored_at) == [("coffee", 0), ("tea", stored_at)]
+    assert seen(stored_at - 1) == []
     answer = run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
     assert isinstance(answer, TxnCommitted)
     listed = run(db, Opcode.STATEMENT_LIST, StatementList(subject=NameRef(name="Ann")))
@@ -547,13 +549,23 @@ def test_a_name_queued_and_decided_in_one_transaction(db: Database) -> None:
 
     (review,) = open_items(txn)
     assert open_items(None) == []
-    decide = ReviewDecide(request_id=rid(), review_id=review, decision="merge", txn_id=txn)
+    decide = ReviewDecide(
+        request_id=rid(), review_id=review, decision="merge", into=first.entity_id, txn_id=txn
+    )
     run(db, Opcode.REVIEW_DECIDE, decide)
     assert open_items(txn) == []
-    inside = run(db, Opcode.ENTITY_GET, EntityGet(id=second.entity_id, txn_id=txn))
-    assert isinstance(inside, EntityGetOk) and inside.entity.merged_into == first.entity_id
+
+    def about_first(txn_id: bytes | None) -> list[object]:
+        request = StatementList(subject=EntityRef(entity=first.entity_id), txn_id=txn_id)
+        answer = run(db, Opcode.STATEMENT_LIST, request)
+        assert isinstance(answer, StatementListOk)
+        return [getattr(s.object_, "text", None) for s in answer.statements]
+
+    # The decision gives the name to the candidate it names, inside the transaction only.
+    assert about_first(txn) == ["rain"] and about_first(None) == []
     answer = run(db, Opcode.TXN_COMMIT, TxnCommit(txn_id=txn))
     assert isinstance(answer, TxnCommitted) and len(answer.results) == 2
     assert open_items(None) == []
+    assert about_first(None) == ["rain"]
     after = run(db, Opcode.ENTITY_GET, EntityGet(id=second.entity_id))
-    assert isinstance(after, EntityGetOk) and after.entity.merged_into == first.entity_id
+    assert isinstance(after, EntityGetOk) and after.entity.merged_into is None
