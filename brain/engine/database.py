@@ -58,7 +58,7 @@ from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, rea
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.store.upgrade import upgrade_format
-from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
+from brain.engine.wal import DEFAULT_SEGMENT_BYTES, RecordLog, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
@@ -111,7 +111,7 @@ class Database:
     def __init__(
         self,
         path: Path,
-        wal: WriteAheadLog,
+        wal: RecordLog,
         store: Store,
         writer: Writer,
         options: DatabaseOptions,
@@ -232,8 +232,8 @@ class Database:
         return self._writer
 
     @property
-    def wal(self) -> WriteAheadLog:
-        """The write-ahead log (for tests)."""
+    def wal(self) -> RecordLog:
+        """The log the writer appends to (for tests)."""
         return self._wal
 
     def statistics(self) -> Statistics:
@@ -441,17 +441,17 @@ def _bulk_embedder(opts: DatabaseOptions, model: Embedder) -> Embedder | None:
     return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir, like=model)
 
 
-def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:
+def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
     """What an operator can do about a damaged store file, given how far back the WAL reaches
     (spec/05-durability.md §4)."""
     if wal.first_lsn == 1:
         return (
-            f"the WAL in {wal.directory} still holds every record from LSN 1, so the store "
+            f"the WAL in {wal.location} still holds every record from LSN 1, so the store "
             f"can be rebuilt from it: move {store_dir} aside and start again (recovery "
             "replays the whole log)"
         )
     return (
-        f"the WAL in {wal.directory} reaches back only to the last checkpoint (it starts at "
+        f"the WAL in {wal.location} reaches back only to the last checkpoint (it starts at "
         f"LSN {wal.first_lsn}), so it cannot rebuild the store: restore a snapshot with "
         "`brain snapshot restore BUNDLE --data NEW_DIR`; when the bundle's store_lsn "
         f"(MANIFEST.json) is at least {wal.first_lsn - 1}, replacing NEW_DIR/wal with a "
@@ -459,7 +459,7 @@ def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:
     )
 
 
-def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
+def _recover(store: Store, wal: RecordLog) -> tuple[int, int]:
     """Cut the WAL's torn tail unless it holds an applied record, then apply every WAL
     record after ``applied_lsn``; return (applied_lsn, last record time)."""
     with store.read() as txn:
@@ -468,12 +468,12 @@ def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
     wal.cut_torn_tail(applied)
     if wal.last_lsn < applied:
         raise StorageFault(
-            f"the WAL in {wal.directory} ends at LSN {wal.last_lsn} but the store has applied "
+            f"the WAL in {wal.location} ends at LSN {wal.last_lsn} but the store has applied "
             f"up to {applied}: acknowledged records are missing from the log"
         )
     if applied + 1 < wal.first_lsn:
         raise StorageFault(
-            f"the WAL in {wal.directory} starts at LSN {wal.first_lsn} but the store needs "
+            f"the WAL in {wal.location} starts at LSN {wal.first_lsn} but the store needs "
             f"LSN {applied + 1} next: records in between are missing"
         )
     replayed = 0
