@@ -120,6 +120,12 @@ election; the publish is tried again."""
 JETSTREAM_UNAVAILABLE: Final = 10008
 """JetStream's error code for "temporarily unavailable": its meta group has no leader."""
 
+NO_SUITABLE_PEERS: Final = 10005
+"""JetStream's "no suitable peers for placement": right after a cluster starts, its
+new meta leader may not know every server yet and refuses a three-replica stream;
+opening tries again (a cluster that truly has too few servers is reported when
+:data:`OPEN_DEADLINE_S` runs out, with this error)."""
+
 WRONG_LAST_SEQUENCE: Final = 10071
 """JetStream's error code for a publish whose ``Nats-Expected-Last-Sequence`` did not
 hold: the fence."""
@@ -376,14 +382,22 @@ class JetStreamLog:
             except nats.js.errors.NotFoundError:
                 return await self._js.add_stream(self._stream_config())
 
-        return await self._retrying(attempt, OPEN_DEADLINE_S, "getting the stream ready")
+        return await self._retrying(
+            attempt, OPEN_DEADLINE_S, "getting the stream ready", also=(NO_SUITABLE_PEERS,)
+        )
 
     async def _retrying(
-        self, attempt: Callable[[], Awaitable[_T]], deadline_s: float, doing: str
+        self,
+        attempt: Callable[[], Awaitable[_T]],
+        deadline_s: float,
+        doing: str,
+        *,
+        also: tuple[int, ...] = (),
     ) -> _T:
         """Run ``attempt`` until it succeeds, trying again while the cluster has no
         leader for the request (a timeout, "no responders", 503, or "JetStream
-        temporarily unavailable"), for at most ``deadline_s``; anything else is final."""
+        temporarily unavailable") or answers one of the error codes ``also``, for at
+        most ``deadline_s``; anything else is final."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + deadline_s
         while True:
@@ -397,7 +411,8 @@ class JetStreamLog:
             ) as exc:
                 last: Exception = exc
             except nats.js.errors.APIError as exc:
-                if exc.code != NO_RESPONDERS and exc.err_code != JETSTREAM_UNAVAILABLE:
+                transient = (JETSTREAM_UNAVAILABLE, *also)
+                if exc.code != NO_RESPONDERS and exc.err_code not in transient:
                     raise
                 last = exc
             if loop.time() + RETRY_PAUSE_S > deadline:
