@@ -55,6 +55,7 @@ from brain.engine.index.pressure import MAX_EMBED_BACKLOG, EmbedPressure
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
+from brain.engine.replication import JetStreamLogOptions
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.store.upgrade import upgrade_format
@@ -103,6 +104,9 @@ class DatabaseOptions:
     extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS
     """What ENCODE runs on a new memory's text to link the names it mentions
     (spec/02-data-model.md §3.1); ``()`` turns extraction off."""
+    jetstream: JetStreamLogOptions | None = None
+    """Keep the log in a replicated JetStream stream (spec/05-durability.md §14)
+    instead of the local WAL in ``wal/`` (None, the default)."""
 
 
 class Database:
@@ -145,10 +149,7 @@ class Database:
         model = load_embedder(opts.embedder, model_dir=opts.model_dir)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
-        # The torn tail waits: only the store's applied LSN tells whether it is one.
-        wal = WriteAheadLog.open(
-            root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
-        )
+        wal = _open_log(root, opts)
         try:
             store = Store(
                 root / "lmdb",
@@ -439,6 +440,19 @@ def _bulk_embedder(opts: DatabaseOptions, model: Embedder) -> Embedder | None:
     if opts.embedder != "minilm":
         return None
     return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir, like=model)
+
+
+def _open_log(root: Path, opts: DatabaseOptions) -> RecordLog:
+    """The log the options name: the local WAL in ``root/wal``, or a JetStream stream."""
+    if opts.jetstream is not None:
+        # Here, not at the top: the NATS client takes a quarter second to import.
+        from brain.engine.replication.jetstream_log import JetStreamLog
+
+        return JetStreamLog.open(opts.jetstream)
+    # The torn tail waits: only the store's applied LSN tells whether it is one.
+    return WriteAheadLog.open(
+        root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
+    )
 
 
 def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
