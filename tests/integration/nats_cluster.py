@@ -144,7 +144,13 @@ class NatsCluster:
 
 @contextmanager
 def start_cluster(directory: Path) -> Iterator[NatsCluster]:
-    """Start a three-node JetStream cluster under ``directory``; stop it on exit."""
+    """Start a three-node JetStream cluster under ``directory``; stop it on exit.
+
+    A machine without ``nats-server`` fails here, by name, rather than skipping:
+    ``.ci/run`` installs it, and so can ``apt-get install nats-server``.
+    """
+    if not Path(NATS_SERVER).is_file():
+        raise RuntimeError(f"{NATS_SERVER} is missing: apt-get install nats-server")
     cluster = NatsCluster()
     for index in range(NODES):
         node_dir = directory / f"n{index + 1}"

@@ -6,7 +6,8 @@ holds one message per record: the record's WAL frame
 read back is checked as a segment's would be. The record's LSN is the message's
 stream sequence; a message whose frame names another LSN is corruption.
 
-Every publish carries two headers (spec/05-durability.md §14):
+Every publish carries these headers (spec/05-durability.md §14), and
+``Nats-Expected-Stream`` so that it lands in no other stream:
 
 - ``Nats-Msg-Id``: the caller's id for the record (by default the SHA-256 of
   its frame), so a publish retried after a lost acknowledgement is stored once:
@@ -72,7 +73,7 @@ CONNECT_TIMEOUT_S: Final = 5.0
 answers in milliseconds, so this only bounds a server that is down."""
 
 API_ATTEMPT_S: Final = 2.0
-"""How long one JetStream API request (stream info, creating a reader) waits before
+"""How long one JetStream API request (stream info, reading a record) waits before
 it is sent again: a leader answers in milliseconds, and a request that reached
 none (the old one just died) is better sent again soon than waited on."""
 
@@ -86,10 +87,11 @@ JetStream meta group elects a leader (seconds) and answers "temporarily
 unavailable" until then, which the open retries."""
 
 CALL_TIMEOUT_S: Final = 10.0
-"""The longest one call into the client that is not sent again waits (a fetch of
-records, closing a reader or the connection), and the slack the caller's thread
-adds to a call's own deadline: longer than a stream leader election (a few
-seconds), after which the call is reported rather than letting the writer hang."""
+"""The longest one call into the client that is not sent again waits (taking the
+acknowledgement inbox, closing the connection, cancelling what is left on the
+loop), and the slack the caller's thread adds to a call's own deadline: longer
+than a stream leader election (a few seconds), after which the call is reported
+rather than letting the writer hang."""
 
 ACK_WAIT_S: Final = 2.0
 """How long one round of publishes waits for its acknowledgements before the
@@ -196,7 +198,7 @@ class JetStreamLog:
         self._failure: str | None = None
         self._closed = False
         self._nuid = NUID()
-        """Unique tokens for reply subjects and reader names."""
+        """Unique tokens for reply subjects."""
         self._ack_prefix = ""
         self._acks: dict[str, asyncio.Future[Msg]] = {}
         """Publishes awaiting their acknowledgement, by reply token."""
