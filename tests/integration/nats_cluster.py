@@ -36,7 +36,8 @@ in one message, and the most NATS advises."""
 NATS_SERVER: Final = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback TCP port nothing listens on just now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -155,7 +156,7 @@ def start_cluster(directory: Path) -> Iterator[NatsCluster]:
     for index in range(NODES):
         node_dir = directory / f"n{index + 1}"
         node_dir.mkdir(parents=True)
-        cluster.nodes.append(Node(f"n{index + 1}", _free_port(), _free_port(), node_dir))
+        cluster.nodes.append(Node(f"n{index + 1}", free_port(), free_port(), node_dir))
     try:
         for node in cluster.nodes:
             cluster.start(node)

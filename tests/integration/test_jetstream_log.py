@@ -15,12 +15,16 @@ from nats.js.errors import APIError
 
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
-from brain.engine.replication.jetstream_log import WRONG_LAST_SEQUENCE, JetStreamLog
+from brain.engine.replication.jetstream_log import (
+    CONNECT_DEADLINE_S,
+    WRONG_LAST_SEQUENCE,
+    JetStreamLog,
+)
 from brain.engine.wal import RecordLog, WalRecord, encode_record
-from brain.errors import LogFenced, Unavailable, WalSyncFailed
+from brain.errors import LogFenced, StorageFault, Unavailable, WalSyncFailed
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
-from tests.integration.nats_cluster import NatsCluster, start_cluster
+from tests.integration.nats_cluster import NatsCluster, free_port, start_cluster
 from tests.request_ids import request_id as rid
 
 
@@ -140,6 +144,13 @@ def test_appends_and_reads_go_on_when_one_server_is_killed(tmp_path: Path) -> No
         assert after.state.messages == 20
         assert after.cluster is not None and after.cluster.leader != info.cluster.leader
         assert failover_s < 20
+
+
+def test_an_unreachable_cluster_is_reported_within_the_connect_deadline() -> None:
+    started = time.monotonic()
+    with pytest.raises(StorageFault, match="cannot reach the JetStream cluster"):
+        JetStreamLog.open(JetStreamLogOptions((f"nats://127.0.0.1:{free_port()}",)))
+    assert time.monotonic() - started < CONNECT_DEADLINE_S + 2
 
 
 def encode(db: Database, n: int, text: str) -> EncodeOk:

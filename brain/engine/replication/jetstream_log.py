@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -68,9 +69,16 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+log = logging.getLogger("brain.engine")
+
 CONNECT_TIMEOUT_S: Final = 5.0
-"""Time to reach one server of the cluster when opening; a loopback or LAN server
-answers in milliseconds, so this only bounds a server that is down."""
+"""Time to reach one server of the cluster; a loopback or LAN server answers in
+milliseconds, so this only bounds a server that is down."""
+
+CONNECT_DEADLINE_S: Final = 10.0
+"""How long opening tries the servers of the list in turn before it reports the
+cluster unreachable: long enough for every server of a small cluster to be
+tried more than once, short enough that a wrong address is told soon."""
 
 API_ATTEMPT_S: Final = 2.0
 """How long one JetStream API request (stream info, reading a record) waits before
@@ -217,23 +225,23 @@ class JetStreamLog:
             raise ValueError("a JetStream log needs at least one server")
         loop = _Loop()
         try:
-            client = loop.call(_connect(options.servers), CONNECT_TIMEOUT_S * 2)
+            client = loop.call(_connect(options.servers), CONNECT_DEADLINE_S)
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             loop.close()
             raise StorageFault(
                 f"cannot reach the JetStream cluster {options.servers}: {exc}"
             ) from exc
-        log = cls(options, loop, client)
+        opened = cls(options, loop, client)
         try:
-            info = loop.call(log._ensure_stream(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
-            log._adopt(info)
-            loop.call(log._subscribe_acks(), CALL_TIMEOUT_S)
+            info = loop.call(opened._ensure_stream(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
+            opened._adopt(info)
+            loop.call(opened._subscribe_acks(), CALL_TIMEOUT_S)
         except BaseException as exc:
-            log.close()
+            opened.close()
             if isinstance(exc, TimeoutError | nats.errors.Error):
-                raise StorageFault(f"cannot open the log {log.location}: {exc}") from exc
+                raise StorageFault(f"cannot open the log {opened.location}: {exc}") from exc
             raise
-        return log
+        return opened
 
     # --- the RecordLog protocol ----------------------------------------------------------
 
@@ -612,9 +620,26 @@ class JetStreamLog:
             )
 
 
+async def _on_client_error(error: Exception) -> None:
+    # One line per event: the client's own default logs a traceback for every
+    # attempt to reach a server that is down.
+    log.warning("JetStream log connection: %s", error)
+
+
+async def _on_disconnected() -> None:
+    log.warning("JetStream log disconnected from its server; reconnecting")
+
+
+async def _on_reconnected() -> None:
+    log.info("JetStream log reconnected")
+
+
 async def _connect(servers: tuple[str, ...]) -> Client:
     return await nats.connect(
         servers=list(servers),
+        error_cb=_on_client_error,
+        disconnected_cb=_on_disconnected,
+        reconnected_cb=_on_reconnected,
         connect_timeout=int(CONNECT_TIMEOUT_S),
         # The client moves to another server of the cluster when its own goes;
         # an append's own deadline bounds how long a write waits for that.
