@@ -2,8 +2,11 @@
 
 A :class:`Database` owns one data directory: the WAL in ``wal/`` (whose lock
 keeps a second process out), the LMDB store in ``lmdb/``, the record clock and
-the writer thread. Opening it recovers: every WAL record after the store's
-``applied_lsn`` is applied exactly once, in order, before anything is served.
+the writer thread. With ``DatabaseOptions.jetstream`` the log is a replicated
+JetStream stream instead of ``wal/`` (spec/05-durability.md §14), where the
+fence, not a lock, keeps a second writer out. Opening it recovers: every WAL
+record after the store's ``applied_lsn`` is applied exactly once, in order,
+before anything is served.
 
 Operations take the caller's namespace (from its key) and a validated request
 message; the space comes from the request. The database runs them through its
