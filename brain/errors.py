@@ -48,6 +48,8 @@ startup).
     StorageFault                 the local storage cannot be trusted or written
     ├── WalCorruption            the WAL on disk is damaged: names file, offset, LSN
     └── WalSyncFailed            a write or fsync failed; the log takes no more writes
+        └── LogFenced            the replicated log refused an append from a writer it
+                                 does not expect (another one appended first)
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ __all__ = [
     "IdempotencyConflict",
     "Internal",
     "InvalidArgument",
+    "LogFenced",
     "NotFound",
     "OverBudget",
     "Overloaded",
@@ -401,6 +404,25 @@ class WalSyncFailed(StorageFault):
     clean, so the log never retries: every later append and sync raises this
     again, and only a restart (which re-reads the log from disk) writes again.
     """
+
+
+class LogFenced(WalSyncFailed):
+    """The replicated log refused an append: the stream's last sequence was not the
+    one this writer expected, so another writer appended since it last looked.
+
+    ``expected`` is the sequence this writer believed last, ``actual`` the one the
+    stream reported (None when it did not say). The writer that sees this must
+    stop writing: its plans were made against a state that is no longer the log's.
+    """
+
+    def __init__(self, location: str, expected: int, actual: int | None, detail: str) -> None:
+        held = f"{actual}" if actual is not None else "unknown"
+        super().__init__(
+            f"the log {location} refused an append fenced at last sequence {expected} "
+            f"(the stream's last sequence is {held}): another writer appended; {detail}"
+        )
+        self.expected = expected
+        self.actual = actual
 
 
 def registered_errors() -> dict[int, type[BrainError]]:

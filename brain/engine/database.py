@@ -2,8 +2,11 @@
 
 A :class:`Database` owns one data directory: the WAL in ``wal/`` (whose lock
 keeps a second process out), the LMDB store in ``lmdb/``, the record clock and
-the writer thread. Opening it recovers: every WAL record after the store's
-``applied_lsn`` is applied exactly once, in order, before anything is served.
+the writer thread. With ``DatabaseOptions.jetstream`` the log is a replicated
+JetStream stream instead of ``wal/`` (spec/05-durability.md §14), where the
+fence, not a lock, keeps a second writer out. Opening it recovers: every WAL
+record after the store's ``applied_lsn`` is applied exactly once, in order,
+before anything is served.
 
 Operations take the caller's namespace (from its key) and a validated request
 message; the space comes from the request. The database runs them through its
@@ -55,10 +58,11 @@ from brain.engine.index.pressure import MAX_EMBED_BACKLOG, EmbedPressure
 from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
+from brain.engine.replication import JetStreamLogOptions
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.store.upgrade import upgrade_format
-from brain.engine.wal import DEFAULT_SEGMENT_BYTES, WalRecord, WriteAheadLog
+from brain.engine.wal import DEFAULT_SEGMENT_BYTES, RecordLog, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
@@ -103,6 +107,9 @@ class DatabaseOptions:
     extractors: tuple[Extractor, ...] = DEFAULT_EXTRACTORS
     """What ENCODE runs on a new memory's text to link the names it mentions
     (spec/02-data-model.md §3.1); ``()`` turns extraction off."""
+    jetstream: JetStreamLogOptions | None = None
+    """Keep the log in a replicated JetStream stream (spec/05-durability.md §14)
+    instead of the local WAL in ``wal/`` (None, the default)."""
 
 
 class Database:
@@ -111,7 +118,7 @@ class Database:
     def __init__(
         self,
         path: Path,
-        wal: WriteAheadLog,
+        wal: RecordLog,
         store: Store,
         writer: Writer,
         options: DatabaseOptions,
@@ -145,10 +152,7 @@ class Database:
         model = load_embedder(opts.embedder, model_dir=opts.model_dir)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
-        # The torn tail waits: only the store's applied LSN tells whether it is one.
-        wal = WriteAheadLog.open(
-            root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
-        )
+        wal = _open_log(root, opts)
         try:
             store = Store(
                 root / "lmdb",
@@ -232,8 +236,8 @@ class Database:
         return self._writer
 
     @property
-    def wal(self) -> WriteAheadLog:
-        """The write-ahead log (for tests)."""
+    def wal(self) -> RecordLog:
+        """The log the writer appends to (for tests)."""
         return self._wal
 
     def statistics(self) -> Statistics:
@@ -441,17 +445,30 @@ def _bulk_embedder(opts: DatabaseOptions, model: Embedder) -> Embedder | None:
     return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir, like=model)
 
 
-def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:
+def _open_log(root: Path, opts: DatabaseOptions) -> RecordLog:
+    """The log the options name: the local WAL in ``root/wal``, or a JetStream stream."""
+    if opts.jetstream is not None:
+        # Here, not at the top: the NATS client takes a quarter second to import.
+        from brain.engine.replication.jetstream_log import JetStreamLog
+
+        return JetStreamLog.open(opts.jetstream)
+    # The torn tail waits: only the store's applied LSN tells whether it is one.
+    return WriteAheadLog.open(
+        root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
+    )
+
+
+def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
     """What an operator can do about a damaged store file, given how far back the WAL reaches
     (spec/05-durability.md §4)."""
     if wal.first_lsn == 1:
         return (
-            f"the WAL in {wal.directory} still holds every record from LSN 1, so the store "
+            f"the WAL in {wal.location} still holds every record from LSN 1, so the store "
             f"can be rebuilt from it: move {store_dir} aside and start again (recovery "
             "replays the whole log)"
         )
     return (
-        f"the WAL in {wal.directory} reaches back only to the last checkpoint (it starts at "
+        f"the WAL in {wal.location} reaches back only to the last checkpoint (it starts at "
         f"LSN {wal.first_lsn}), so it cannot rebuild the store: restore a snapshot with "
         "`brain snapshot restore BUNDLE --data NEW_DIR`; when the bundle's store_lsn "
         f"(MANIFEST.json) is at least {wal.first_lsn - 1}, replacing NEW_DIR/wal with a "
@@ -459,7 +476,7 @@ def _store_remedy(wal: WriteAheadLog, store_dir: Path) -> str:
     )
 
 
-def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
+def _recover(store: Store, wal: RecordLog) -> tuple[int, int]:
     """Cut the WAL's torn tail unless it holds an applied record, then apply every WAL
     record after ``applied_lsn``; return (applied_lsn, last record time)."""
     with store.read() as txn:
@@ -468,12 +485,12 @@ def _recover(store: Store, wal: WriteAheadLog) -> tuple[int, int]:
     wal.cut_torn_tail(applied)
     if wal.last_lsn < applied:
         raise StorageFault(
-            f"the WAL in {wal.directory} ends at LSN {wal.last_lsn} but the store has applied "
+            f"the WAL in {wal.location} ends at LSN {wal.last_lsn} but the store has applied "
             f"up to {applied}: acknowledged records are missing from the log"
         )
     if applied + 1 < wal.first_lsn:
         raise StorageFault(
-            f"the WAL in {wal.directory} starts at LSN {wal.first_lsn} but the store needs "
+            f"the WAL in {wal.location} starts at LSN {wal.first_lsn} but the store needs "
             f"LSN {applied + 1} next: records in between are missing"
         )
     replayed = 0

@@ -46,7 +46,7 @@ import lmdb
 from brain.engine.store.env import STORE_FILE_MODE, Store
 from brain.engine.store.meta import get_progress
 from brain.engine.store.rebuild import copy_rebuilt
-from brain.engine.wal import WriteAheadLog, encode_record, verify
+from brain.engine.wal import RecordLog, encode_record, verify
 from brain.engine.wal.format import (
     encode_segment_header,
     iter_segment,
@@ -179,7 +179,7 @@ def take_snapshot(
     *,
     writer: Writer,
     store: Store,
-    wal: WriteAheadLog,
+    wal: RecordLog,
     extra_envs: dict[str, lmdb.Environment] | None = None,
 ) -> SnapshotInfo:
     """Write a consistent snapshot bundle of an open database while writes go on:

@@ -32,7 +32,7 @@ from brain.engine.store.tables import (
     RELATIONS,
     STATEMENTS,
 )
-from brain.engine.wal import WriteAheadLog
+from brain.engine.wal import RecordLog
 from brain.engine.write.writer import Writer
 
 __all__ = [
@@ -142,7 +142,7 @@ class Statistics:
 
 
 def take_statistics(
-    *, writer: Writer, wal: WriteAheadLog, store: Store, retrieval: Retrieval, purges: int
+    *, writer: Writer, wal: RecordLog, store: Store, retrieval: Retrieval, purges: int
 ) -> Statistics:
     """The figures of one database now.
 

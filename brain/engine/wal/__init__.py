@@ -13,6 +13,7 @@ from brain.engine.wal.format import (
     decode_record,
     encode_record,
 )
+from brain.engine.wal.interface import RecordLog
 from brain.engine.wal.log import DEFAULT_SEGMENT_BYTES, MIN_SEGMENT_BYTES, WriteAheadLog
 from brain.engine.wal.tools import VerifyReport, truncate_at, verify
 from brain.errors import StorageFault, WalCorruption, WalSyncFailed
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_RECORD_KIND",
     "MIN_RECORD_KIND",
     "MIN_SEGMENT_BYTES",
+    "RecordLog",
     "StorageFault",
     "VerifyReport",
     "WalCorruption",

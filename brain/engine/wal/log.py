@@ -201,6 +201,11 @@ class WriteAheadLog:
         return log
 
     @property
+    def location(self) -> str:
+        """The log's directory, for messages to the operator."""
+        return str(self.directory)
+
+    @property
     def first_lsn(self) -> int:
         """The lowest LSN still held (:attr:`next_lsn` when no record is held)."""
         return self._segments[0][0]

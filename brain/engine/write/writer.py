@@ -48,7 +48,7 @@ import lmdb
 from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
-from brain.engine.wal import WalRecord, WalSyncFailed, WriteAheadLog
+from brain.engine.wal import RecordLog, WalRecord, WalSyncFailed
 from brain.engine.write.activity import Activity
 from brain.engine.write.clock import RecordClock
 from brain.engine.write.lanes import Lane, Lanes
@@ -196,12 +196,12 @@ and the side effects to run once the batch is final."""
 
 
 class Writer:
-    """Owns the WAL and every LMDB write transaction."""
+    """Owns the log (the local WAL or a replicated one) and every LMDB write transaction."""
 
     def __init__(
         self,
         store: Store,
-        wal: WriteAheadLog,
+        wal: RecordLog,
         clock: RecordClock,
         *,
         applied_lsn: int,

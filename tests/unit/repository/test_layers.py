@@ -44,6 +44,7 @@ LAYERS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("records", ("brain.engine.records",)),
     ("write", ("brain.engine.write",)),
     ("extract", ("brain.engine.extract",)),
+    ("replication", ("brain.engine.replication",)),
     ("wal", ("brain.engine.wal",)),
     ("store", ("brain.engine.store",)),
     ("embed", ("brain.embed",)),

@@ -1,0 +1,649 @@
+"""One shard's record log in a NATS JetStream stream with three replicas.
+
+The stream ``BRAIN_LOG_<shard>`` takes the subject ``brain.log.<shard>`` and
+holds one message per record: the record's WAL frame
+(:func:`~brain.engine.wal.format.encode_record`, CRCs included), so a record
+read back is checked as a segment's would be. The record's LSN is the message's
+stream sequence; a message whose frame names another LSN is corruption.
+
+Every publish carries these headers (spec/05-durability.md §14), and
+``Nats-Expected-Stream`` so that it lands in no other stream:
+
+- ``Nats-Msg-Id``: the caller's id for the record (by default the SHA-256 of
+  its frame), so a publish retried after a lost acknowledgement is stored once:
+  the stream answers the retry as a duplicate, naming the sequence it holds.
+- ``Nats-Expected-Last-Sequence``: the LSN before the record. The stream stores
+  the message only if that is its last sequence, so a writer that is not the
+  one the log expects (another appended since it looked) cannot append: the
+  stream refuses and :class:`~brain.errors.LogFenced` is raised.
+
+:meth:`JetStreamLog.append` returns only once the stream acknowledged every
+record, which it does once a quorum of its replicas (two of three) stored it;
+:meth:`JetStreamLog.sync` then has nothing left to do.
+
+nats-py is asyncio and the writer is a thread: the client runs on an event loop
+of its own, on a thread of its own, and every call from the writer waits for it
+at most a named, bounded time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import logging
+import re
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Final, TypeVar
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    StreamInfo,
+)
+from nats.nuid import NUID
+
+from brain.engine.replication.options import REPLICAS, JetStreamLogOptions
+from brain.engine.wal.format import Incomplete, WalRecord, decode_record, encode_record
+from brain.errors import LogFenced, StorageFault, WalCorruption, WalSyncFailed
+
+__all__ = [
+    "ACK_WAIT_S",
+    "APPEND_DEADLINE_S",
+    "CALL_TIMEOUT_S",
+    "REPLICAS",
+    "JetStreamLog",
+    "JetStreamLogOptions",
+]
+
+_T = TypeVar("_T")
+
+log = logging.getLogger("brain.engine")
+
+CONNECT_TIMEOUT_S: Final = 5.0
+"""Time to reach one server of the cluster; a loopback or LAN server answers in
+milliseconds, so this only bounds a server that is down."""
+
+CONNECT_DEADLINE_S: Final = 10.0
+"""How long opening tries the servers of the list in turn before it reports the
+cluster unreachable: long enough for every server of a small cluster to be
+tried more than once, short enough that a wrong address is told soon."""
+
+API_ATTEMPT_S: Final = 2.0
+"""How long one JetStream API request (stream info, reading a record) waits before
+it is sent again: a leader answers in milliseconds, and a request that reached
+none (the old one just died) is better sent again soon than waited on."""
+
+API_DEADLINE_S: Final = 20.0
+"""How long an API request is sent again before it is reported: enough for the
+cluster to elect new stream and meta leaders after losing a server."""
+
+OPEN_DEADLINE_S: Final = 30.0
+"""Time to get the stream ready when opening: right after the cluster starts its
+JetStream meta group elects a leader (seconds) and answers "temporarily
+unavailable" until then, which the open retries."""
+
+CALL_TIMEOUT_S: Final = 10.0
+"""The longest one call into the client that is not sent again waits (taking the
+acknowledgement inbox, closing the connection, cancelling what is left on the
+loop), and the slack the caller's thread adds to a call's own deadline: longer
+than a stream leader election (a few seconds), after which the call is reported
+rather than letting the writer hang."""
+
+ACK_WAIT_S: Final = 2.0
+"""How long one round of publishes waits for its acknowledgements before the
+unacknowledged records are published again (same ids, so never stored twice). A
+quorum write on a healthy cluster takes milliseconds; two seconds is about when a
+lost leader's followers start electing a new one."""
+
+APPEND_DEADLINE_S: Final = 20.0
+"""How long one append keeps publishing again before it fails the log: enough to
+ride out a leader election and a client reconnect; the writer's clients wait this
+long at worst, then get UNAVAILABLE."""
+
+RETRY_PAUSE_S: Final = 0.2
+"""Pause before publishing again after the stream answered that it has no leader."""
+
+DEDUPE_WINDOW_S: Final = 120.0
+"""How long the stream remembers a ``Nats-Msg-Id``: far longer than
+:data:`APPEND_DEADLINE_S`, so every retry of an append falls inside it."""
+
+READ_BATCH: Final = 256
+"""Records asked for at once when reading: enough requests in flight to hide the
+round trip, few enough that a batch of frames stays a few MiB."""
+
+NO_RESPONDERS: Final = 503
+"""The status (and error code) of an answer that no stream leader gave: during an
+election; the publish is tried again."""
+
+JETSTREAM_UNAVAILABLE: Final = 10008
+"""JetStream's error code for "temporarily unavailable": its meta group has no leader."""
+
+NO_SUITABLE_PEERS: Final = 10005
+"""JetStream's "no suitable peers for placement": right after a cluster starts, its
+new meta leader may not know every server yet and refuses a three-replica stream;
+opening tries again (a cluster that truly has too few servers is reported when
+:data:`OPEN_DEADLINE_S` runs out, with this error)."""
+
+WRONG_LAST_SEQUENCE: Final = 10071
+"""JetStream's error code for a publish whose ``Nats-Expected-Last-Sequence`` did not
+hold: the fence."""
+
+_SHARD = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A shard name: what a stream name and a subject token may both hold."""
+
+
+class _Loop:
+    """An asyncio event loop running on a thread of its own, for blocking callers."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="brain-jetstream")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def call(self, coro: Coroutine[object, object, _T], timeout: float) -> _T:
+        """Run ``coro`` on the loop; wait at most ``timeout`` seconds for it."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout} s") from None
+
+    def close(self) -> None:
+        """Cancel what is left on the loop, stop it and close it."""
+
+        async def cancel_rest() -> None:
+            current = asyncio.current_task()
+            rest = [task for task in asyncio.all_tasks() if task is not current]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+            await self.loop.shutdown_asyncgens()
+
+        try:
+            self.call(cancel_rest(), CALL_TIMEOUT_S)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
+
+
+class JetStreamLog:
+    """A :class:`~brain.engine.wal.interface.RecordLog` on a JetStream stream; build it
+    with :meth:`open`. Owned by one thread (the writer's); not thread-safe.
+
+    Plain attributes, for metrics: ``sync_count`` (appends acknowledged),
+    ``bytes_written`` (frame bytes acknowledged), ``republished`` (records
+    published again after a lost or late acknowledgement).
+    """
+
+    def __init__(self, options: JetStreamLogOptions, loop: _Loop, client: Client) -> None:
+        """Private: use :meth:`JetStreamLog.open`."""
+        self.options = options
+        self.stream = f"BRAIN_LOG_{options.shard}"
+        self.subject = f"brain.log.{options.shard}"
+        self.sync_count = 0
+        self.bytes_written = 0
+        self.republished = 0
+        self._loop = loop
+        self._client = client
+        self._js: JetStreamContext = client.jetstream(timeout=API_ATTEMPT_S)
+        self._first_lsn = 1
+        self._next_lsn = 1
+        self._failure: str | None = None
+        self._closed = False
+        self._nuid = NUID()
+        """Unique tokens for reply subjects."""
+        self._ack_prefix = ""
+        self._acks: dict[str, asyncio.Future[Msg]] = {}
+        """Publishes awaiting their acknowledgement, by reply token."""
+
+    @classmethod
+    def open(cls, options: JetStreamLogOptions) -> JetStreamLog:
+        """Connect to the cluster and open the shard's stream, creating it (file
+        storage, ``options.replicas`` replicas) when it does not exist yet.
+
+        An unreachable cluster, or a stream not ready within
+        :data:`OPEN_DEADLINE_S`, raises :class:`~brain.errors.StorageFault`.
+        """
+        if not _SHARD.fullmatch(options.shard):
+            raise ValueError(f"shard name {options.shard!r} is not 1-64 of A-Z a-z 0-9 _ -")
+        if not options.servers:
+            raise ValueError("a JetStream log needs at least one server")
+        loop = _Loop()
+        try:
+            client = loop.call(_connect(options.servers), CONNECT_DEADLINE_S)
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
+            loop.close()
+            raise StorageFault(
+                f"cannot reach the JetStream cluster {options.servers}: {exc}"
+            ) from exc
+        opened = cls(options, loop, client)
+        try:
+            info = loop.call(opened._ensure_stream(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
+            opened._adopt(info)
+            loop.call(opened._subscribe_acks(), CALL_TIMEOUT_S)
+        except BaseException as exc:
+            opened.close()
+            if isinstance(exc, TimeoutError | nats.errors.Error):
+                raise StorageFault(f"cannot open the log {opened.location}: {exc}") from exc
+            raise
+        return opened
+
+    # --- the RecordLog protocol ----------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The stream and the servers, for messages to the operator."""
+        return f"JetStream stream {self.stream} on {','.join(self.options.servers)}"
+
+    @property
+    def first_lsn(self) -> int:
+        """The lowest LSN the stream held when opened (:attr:`next_lsn` when none)."""
+        return self._first_lsn
+
+    @property
+    def last_lsn(self) -> int:
+        """The LSN of the last record this handle knows of (0 for an empty stream)."""
+        return self._next_lsn - 1
+
+    @property
+    def next_lsn(self) -> int:
+        """The LSN the next appended record must carry."""
+        return self._next_lsn
+
+    @property
+    def failed(self) -> bool:
+        """Whether an append failed; the log then takes no more writes."""
+        return self._failure is not None
+
+    @property
+    def segments(self) -> list[Path]:
+        """No local files: the records are in the stream."""
+        return []
+
+    def append(self, records: Sequence[WalRecord], ids: Sequence[str] | None = None) -> None:
+        """Publish ``records`` (LSNs :attr:`next_lsn`, +1, …) and return once the stream
+        acknowledged each, i.e. a quorum of its replicas stored it.
+
+        ``ids`` are the records' ``Nats-Msg-Id`` (by default each frame's SHA-256):
+        a record whose id the stream already holds is not stored again. Wrong LSNs
+        raise ValueError with nothing published. A refusal by the fence raises
+        :class:`~brain.errors.LogFenced`; no acknowledgement within
+        :data:`APPEND_DEADLINE_S`, or any other refusal, raises
+        :class:`~brain.errors.WalSyncFailed`. Either fails the log.
+        """
+        self._check_writable()
+        expected = self._next_lsn
+        for record in records:
+            if record.lsn != expected:
+                raise ValueError(f"record has LSN {record.lsn} where LSN {expected} is next")
+            expected += 1
+        if ids is not None and len(ids) != len(records):
+            raise ValueError(f"{len(ids)} ids for {len(records)} records")
+        if not records:
+            return
+        frames = [encode_record(record) for record in records]
+        limit = self._client.max_payload
+        for record, frame in zip(records, frames, strict=True):
+            if len(frame) > limit:
+                raise self._fail(
+                    f"record {record.lsn} is {len(frame)} bytes, over the servers' "
+                    f"max_payload of {limit}: raise max_payload in their configuration"
+                )
+        msg_ids = list(ids) if ids is not None else [hashlib.sha256(f).hexdigest() for f in frames]
+        pending = [
+            (record.lsn, frame, msg_id)
+            for record, frame, msg_id in zip(records, frames, msg_ids, strict=True)
+        ]
+        try:
+            self._loop.call(self._publish(pending), APPEND_DEADLINE_S + CALL_TIMEOUT_S)
+        except LogFenced as exc:
+            self._failure = str(exc)
+            raise
+        except WalSyncFailed:
+            raise
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            raise self._fail(f"publishing failed: {exc}") from exc
+        self._next_lsn = expected
+        self.sync_count += 1
+        self.bytes_written += sum(len(frame) for frame in frames)
+
+    def sync(self) -> None:
+        """Nothing to do: :meth:`append` returned only once every record was stored by
+        a quorum. A failed log raises :class:`~brain.errors.WalSyncFailed`."""
+        self._check_writable()
+
+    def rotate(self) -> None:
+        """Nothing to do: the stream has no segments of its own to close."""
+        self._check_writable()
+
+    def checkpoint(self, durable_lsn: int) -> list[Path]:
+        """Keep every record: the stream is what a fresh store rebuilds from, and one
+        store being durable says nothing of another's (spec/05-durability.md §14).
+        Returns the files deleted: none."""
+        self._check_writable()
+        if not 0 <= durable_lsn <= self.last_lsn:
+            raise ValueError(f"durable LSN {durable_lsn} is outside 0..{self.last_lsn}")
+        return []
+
+    def read_from(self, lsn: int) -> Iterator[WalRecord]:
+        """Every record with LSN ≥ ``lsn`` up to :attr:`last_lsn` as of this call, in
+        order, checked like a segment's records. ``lsn`` below :attr:`first_lsn`
+        raises ValueError; a record missing or damaged in the stream raises
+        :class:`~brain.errors.WalCorruption`."""
+        self._check_open()
+        if lsn < self.first_lsn:
+            raise ValueError(f"LSN {lsn} is below the first LSN held, {self.first_lsn}")
+        return self._read(max(lsn, 1), self.last_lsn)
+
+    def cut_torn_tail(self, applied_lsn: int) -> None:
+        """Nothing to cut: a message is stored whole or not at all. A stream that
+        ends before ``applied_lsn`` is left for recovery to report."""
+        self._check_open()
+
+    def close(self) -> None:
+        """Close the connection and the client's event loop. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.call(self._client.close(), CALL_TIMEOUT_S)
+        except (TimeoutError, nats.errors.Error):
+            pass  # the loop's close below cancels whatever is left
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> JetStreamLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- stream info, for tests and operators ----------------------------------------------
+
+    def info(self) -> StreamInfo:
+        """The stream's current info (state, cluster, config) from its leader."""
+        self._check_open()
+        return self._loop.call(
+            self._retrying(lambda: self._js.stream_info(self.stream), API_DEADLINE_S, "info"),
+            API_DEADLINE_S + CALL_TIMEOUT_S,
+        )
+
+    # --- on the loop -----------------------------------------------------------------------
+
+    async def _ensure_stream(self) -> StreamInfo:
+        async def attempt() -> StreamInfo:
+            try:
+                return await self._js.stream_info(self.stream)
+            except nats.js.errors.NotFoundError:
+                return await self._js.add_stream(self._stream_config())
+
+        return await self._retrying(
+            attempt, OPEN_DEADLINE_S, "getting the stream ready", also=(NO_SUITABLE_PEERS,)
+        )
+
+    async def _retrying(
+        self,
+        attempt: Callable[[], Awaitable[_T]],
+        deadline_s: float,
+        doing: str,
+        *,
+        also: tuple[int, ...] = (),
+    ) -> _T:
+        """Run ``attempt`` until it succeeds, trying again while the cluster has no
+        leader for the request (a timeout, "no responders", 503, or "JetStream
+        temporarily unavailable") or answers one of the error codes ``also``, for at
+        most ``deadline_s``; anything else is final."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + deadline_s
+        while True:
+            try:
+                return await attempt()
+            except (
+                nats.js.errors.ServiceUnavailableError,
+                nats.js.errors.NoStreamResponseError,
+                nats.errors.TimeoutError,
+                nats.errors.NoRespondersError,
+            ) as exc:
+                last: Exception = exc
+            except nats.js.errors.APIError as exc:
+                transient = (JETSTREAM_UNAVAILABLE, *also)
+                if exc.code != NO_RESPONDERS and exc.err_code not in transient:
+                    raise
+                last = exc
+            if loop.time() + RETRY_PAUSE_S > deadline:
+                raise StorageFault(
+                    f"the log {self.location} did not answer {doing} within {deadline_s} s: {last}"
+                )
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+    def _stream_config(self) -> StreamConfig:
+        return StreamConfig(
+            name=self.stream,
+            subjects=[self.subject],
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.OLD,
+            storage=StorageType.FILE,
+            num_replicas=self.options.replicas,
+            duplicate_window=DEDUPE_WINDOW_S,
+            # The records are the database: nothing may delete one from the middle.
+            deny_delete=True,
+            allow_rollup_hdrs=False,
+        )
+
+    def _adopt(self, info: StreamInfo) -> None:
+        state = info.state
+        self._next_lsn = state.last_seq + 1
+        self._first_lsn = state.first_seq if state.messages else self._next_lsn
+        self._first_lsn = max(self._first_lsn, 1)
+        if state.messages != state.last_seq - self._first_lsn + 1:
+            raise WalCorruption(
+                self.location,
+                0,
+                None,
+                f"the stream holds {state.messages} records between sequences "
+                f"{self._first_lsn} and {state.last_seq}: some were deleted, the log has gaps",
+            )
+
+    async def _subscribe_acks(self) -> None:
+        """Take an inbox of this handle's own for the acknowledgements of its publishes."""
+        self._ack_prefix = f"_INBOX.{self._nuid.next().decode()}."
+        await self._client.subscribe(self._ack_prefix + "*", cb=self._on_ack)
+
+    async def _on_ack(self, message: Msg) -> None:
+        future = self._acks.pop(message.subject[len(self._ack_prefix) :], None)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    async def _publish(self, pending: list[tuple[int, bytes, str]]) -> None:
+        """Publish ``pending`` in order, without waiting between them, then collect the
+        acknowledgements; publish what was not acknowledged again until the deadline.
+
+        One coroutine publishes them on one connection, so they reach the server in
+        LSN order; the fence holds for each, so a record lost on the way makes every
+        later one refused as well, and they are all published again together.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + APPEND_DEADLINE_S
+        first_round = True
+        while pending:
+            if not first_round:
+                self.republished += len(pending)
+            first_round = False
+            tokens: list[str] = []
+            futures: list[asyncio.Future[Msg]] = []
+            for lsn, frame, msg_id in pending:
+                token = self._nuid.next().decode()
+                future: asyncio.Future[Msg] = loop.create_future()
+                self._acks[token] = future
+                tokens.append(token)
+                futures.append(future)
+                headers = {
+                    "Nats-Msg-Id": msg_id,
+                    "Nats-Expected-Stream": self.stream,
+                    "Nats-Expected-Last-Sequence": str(lsn - 1),
+                }
+                await self._client.publish(
+                    self.subject, frame, reply=self._ack_prefix + token, headers=headers
+                )
+            wait = max(min(ACK_WAIT_S, deadline - loop.time()), 0.0)
+            await asyncio.wait(futures, timeout=wait)
+            try:
+                acknowledged, retry = self._settle(pending, futures)
+            finally:
+                for token in tokens:
+                    self._acks.pop(token, None)
+                for future in futures:
+                    future.cancel()
+            pending = pending[acknowledged:]
+            if not pending:
+                return
+            if loop.time() >= deadline:
+                raise self._fail(
+                    f"records {pending[0][0]}..{pending[-1][0]} were not acknowledged by a "
+                    f"quorum within {APPEND_DEADLINE_S} s"
+                )
+            if retry:
+                await asyncio.sleep(RETRY_PAUSE_S)
+
+    def _settle(
+        self, pending: list[tuple[int, bytes, str]], futures: list[asyncio.Future[Msg]]
+    ) -> tuple[int, bool]:
+        """How many of ``pending``, from the first, the stream acknowledged, and whether
+        the next was answered "no leader just now" (so wait before publishing again).
+        A refusal by the fence raises LogFenced, any other refusal WalSyncFailed."""
+        acknowledged = 0
+        for (lsn, _, _), future in zip(pending, futures, strict=True):
+            if not future.done():
+                return acknowledged, False
+            message = future.result()
+            if message.headers and message.headers.get("Status") == str(NO_RESPONDERS):
+                return acknowledged, True  # the stream has no leader just now
+            answer = json.loads(message.data)
+            error = answer.get("error")
+            if error is not None:
+                if error.get("err_code") == WRONG_LAST_SEQUENCE:
+                    raise LogFenced(self.location, lsn - 1, None, str(error.get("description")))
+                if error.get("code") == NO_RESPONDERS:
+                    return acknowledged, True
+                raise self._fail(f"the stream refused record {lsn}: {error}")
+            seq = int(answer["seq"])
+            if seq != lsn:
+                raise LogFenced(
+                    self.location,
+                    lsn - 1,
+                    seq - 1,
+                    f"record {lsn} was stored as sequence {seq}"
+                    + (" (an earlier copy of it)" if answer.get("duplicate") else ""),
+                )
+            acknowledged += 1
+        return acknowledged, False
+
+    def _read(self, lsn: int, end: int) -> Iterator[WalRecord]:
+        expected = lsn
+        while expected <= end:
+            count = min(READ_BATCH, end - expected + 1)
+            batch = self._loop.call(
+                self._get_range(expected, count), API_DEADLINE_S + CALL_TIMEOUT_S
+            )
+            for data in batch:
+                decoded = decode_record(data, 0, expected_lsn=expected, path=self.location)
+                if isinstance(decoded, Incomplete) or decoded[1] != len(data):
+                    raise WalCorruption(
+                        self.location, 0, expected, "the message is not one whole record"
+                    )
+                yield decoded[0]
+                expected += 1
+
+    async def _get_range(self, first: int, count: int) -> list[bytes]:
+        """The payloads of sequences ``first`` .. ``first + count - 1``, asked of the
+        stream's leader all at once (each request sent again while it has none).
+
+        Direct gets of the stream, not a consumer: a consumer is created through
+        the cluster's meta leader, which after the loss of a server may take far
+        longer to return than the stream's own leader.
+        """
+
+        async def one(sequence: int) -> bytes:
+            try:
+                message = await self._retrying(
+                    lambda: self._js.get_msg(self.stream, sequence),
+                    API_DEADLINE_S,
+                    f"reading record {sequence}",
+                )
+            except nats.js.errors.NotFoundError:
+                raise WalCorruption(
+                    self.location, 0, sequence, "the stream no longer holds this record"
+                ) from None
+            if message.seq != sequence or message.data is None:
+                raise WalCorruption(
+                    self.location, 0, sequence, f"the stream answered with sequence {message.seq}"
+                )
+            return message.data
+
+        return list(await asyncio.gather(*(one(first + i) for i in range(count))))
+
+    # --- state -----------------------------------------------------------------------------
+
+    def _fail(self, reason: str) -> WalSyncFailed:
+        if self._failure is None:
+            self._failure = reason
+        return WalSyncFailed(
+            f"the log {self.location} failed: {reason}; "
+            "it takes no more writes until the server restarts"
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("the JetStream log is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._failure is not None:
+            raise WalSyncFailed(
+                f"the log {self.location} failed earlier ({self._failure}); "
+                "it takes no more writes until the server restarts"
+            )
+
+
+async def _on_client_error(error: Exception) -> None:
+    # One line per event: the client's own default logs a traceback for every
+    # attempt to reach a server that is down.
+    log.warning("JetStream log connection: %s", error)
+
+
+async def _on_disconnected() -> None:
+    log.warning("JetStream log disconnected from its server; reconnecting")
+
+
+async def _on_reconnected() -> None:
+    log.info("JetStream log reconnected")
+
+
+async def _connect(servers: tuple[str, ...]) -> Client:
+    return await nats.connect(
+        servers=list(servers),
+        error_cb=_on_client_error,
+        disconnected_cb=_on_disconnected,
+        reconnected_cb=_on_reconnected,
+        connect_timeout=int(CONNECT_TIMEOUT_S),
+        # The client moves to another server of the cluster when its own goes;
+        # an append's own deadline bounds how long a write waits for that.
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=1,
+    )
