@@ -225,6 +225,10 @@ def test_entity_history_and_reads_as_of(server: ServerProcess) -> None:
     assert brain_json(server, "entity resolve Gus --space hist").get("resolved") is None
     shown = brain(server, f"entity history {gus} --space hist").stdout
     assert "Gus" in shown and "Gustav" in shown
+    # The version a view shows says when it was believed, and until when.
+    view = brain(server, f"entity get {gus} --as-of {first} --space hist").stdout
+    assert "recorded at" in view and "believed until" in view
+    assert "believed until" not in brain(server, f"entity get {gus} --space hist").stdout
 
 
 def test_review_list_and_decide(server: ServerProcess) -> None:

@@ -312,6 +312,14 @@ def entity_panel(entity: Entity, printer: Printer) -> Panel:
                 "tombstoned at",
                 None if entity.tombstoned_at is None else printer.time(entity.tombstoned_at),
             ),
+            # The record interval of the version shown (spec/02-data-model.md §4.7).
+            ("recorded at", printer.time(entity.recorded_at)),
+            (
+                "believed until",
+                None
+                if entity.record_invalidated_at is None
+                else printer.time(entity.record_invalidated_at),
+            ),
         ],
     )
 
