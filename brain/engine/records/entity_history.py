@@ -23,6 +23,7 @@ This module reads and writes raw bytes only; the rows are decoded by
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -108,13 +109,21 @@ def versions(store: Store, txn: lmdb.Transaction, row_key: bytes) -> Iterator[tu
 
 
 def members_at(
-    store: Store, txn: lmdb.Transaction, index: bytes, prefix: bytes, as_of: int
+    store: Store,
+    txn: lmdb.Transaction,
+    index: bytes,
+    prefix: bytes,
+    as_of: int,
+    *,
+    most: int | None = None,
 ) -> Iterator[bytes]:
     """The rest of every key of ``index`` (ENTITY_BY_NAME or ENTITY_ABSORBED) beginning
-    with ``prefix`` that the index held at ``as_of``, in key order."""
+    with ``prefix`` that the index held at ``as_of``, in key order; with ``most``, from
+    the first ``most`` events only (a bound on the work, as the caller's own)."""
     held: bytes | None = None
     member: bytes | None = None
-    for key, value in scan(txn, store.table(_EVENTS[index]), prefix):
+    rows = scan(txn, store.table(_EVENTS[index]), prefix)
+    for key, value in rows if most is None else itertools.islice(rows, most):
         this = key[len(prefix) : -TIME_BYTES]
         if this != member:
             if held is not None:

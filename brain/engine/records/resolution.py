@@ -55,6 +55,7 @@ from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.wire.messages.entity_ops import EntityMatch
 
 __all__ = [
+    "AS_OF_EVENTS_PER_KEY",
     "FUZZY_NAME_CHARS",
     "FUZZY_SCAN_BYTES",
     "FUZZY_SCAN_ROWS",
@@ -70,6 +71,12 @@ FUZZY_SCAN_ROWS: Final = 10_000
 """Name-index keys the fuzzy tier reads per resolution. A write naming a new subject
 resolves it on the writer, which every tenant waits on: 10,000 short names cost a few
 milliseconds (50,000 cost tens); names past it are not fuzzy candidates."""
+
+AS_OF_EVENTS_PER_KEY: Final = 4
+"""As of an instant, the fuzzy tier reads the name index's history instead: a key's
+events (added, dropped, added again, ...), at most this many per key of
+:data:`FUZZY_SCAN_ROWS` in all, so a read as of the past costs a bounded multiple of
+one of the present however often the names changed."""
 
 FUZZY_SCAN_BYTES: Final = 500_000
 """Bytes of names the fuzzy tier reads per resolution, over every key it reads (those
@@ -107,7 +114,10 @@ def _index_keys(
     if as_of is None:
         yield from scan_keys(txn, store.table(ENTITY_BY_NAME), prefix)
         return
-    for rest in members_at(store, txn, ENTITY_BY_NAME, prefix, as_of):
+    events = members_at(
+        store, txn, ENTITY_BY_NAME, prefix, as_of, most=FUZZY_SCAN_ROWS * AS_OF_EVENTS_PER_KEY
+    )
+    for rest in events:
         yield prefix + rest
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -34,6 +35,7 @@ from hypothesis.stateful import (
 import brain
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.recall.graph import cue_entities
+from brain.engine.records import resolution
 from brain.engine.store.scope import Scope
 from brain.engine.write.tuning import DEFAULT_RESOLUTION
 from brain.errors import BrainError, NotFound
@@ -259,6 +261,38 @@ def test_history_of_each_entity_has_every_version() -> None:
             assert versions[0].recorded_at == versions[0].created_at
             audit = [entry["operation"] for entry in db.audit(NS)]
             assert audit.count("entity_update") == 1 and audit.count("entity_create") == 1
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_fuzzy_tier_as_of_reads_a_bounded_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As of an instant the fuzzy tier reads at most AS_OF_EVENTS_PER_KEY events per key
+    of FUZZY_SCAN_ROWS, however many times the names changed."""
+    directory = Path(tempfile.mkdtemp(prefix="brain-entity-bound-"))
+    try:
+        with brain.open(directory / "d", DatabaseOptions(fsync=_no_fsync)) as db:
+            made = [
+                db.execute(NS, Opcode.ENTITY_CREATE, EntityCreate(request_id=rid(), name=name))
+                for name in NAMES
+            ]
+            first = made[0]
+            assert isinstance(first, EntityCreateOk)
+            # An alias given and taken back ten times: twenty events of one key, "al",
+            # which sorts before every name.
+            for _ in range(10):
+                for change in ({"add_aliases": ("Al",)}, {"remove_aliases": ("Al",)}):
+                    update = EntityUpdate(request_id=rid(), id=first.entity_id, **change)  # type: ignore[arg-type]
+                    db.execute(NS, Opcode.ENTITY_UPDATE, update)
+            at = db.writer.clock.last
+            with db._store.read() as txn:
+                names, _ = resolution.name_index(db._store, txn, SCOPE, as_of=at)
+                assert sorted(names) == sorted(n.casefold() for n in NAMES)
+                # Ten keys' worth of events at one event a key: the churned alias uses
+                # them all, and no name is reached.
+                monkeypatch.setattr(resolution, "FUZZY_SCAN_ROWS", 10)
+                monkeypatch.setattr(resolution, "AS_OF_EVENTS_PER_KEY", 1)
+                names, _ = resolution.name_index(db._store, txn, SCOPE, as_of=at)
+                assert names == []
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
