@@ -18,6 +18,7 @@ SUITES: Final = {
     "locomo": "bench.locomo",
     "durability": "bench.durability",
     "sustained": "bench.sustained",
+    "replication": "bench.replication",
     "report": "bench.report",
 }
 """Every suite of spec/08-benchmarks.md (and ``report``, which turns results into tables and

@@ -13,6 +13,7 @@ import nats
 import pytest
 from nats.js.errors import APIError
 
+from bench.peers.nats import NatsCluster, free_port, start_cluster
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.jetstream_log import (
@@ -24,7 +25,6 @@ from brain.engine.wal import RecordLog, WalRecord, encode_record
 from brain.errors import LogFenced, StorageFault, Unavailable, WalSyncFailed
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
-from tests.integration.nats_cluster import NatsCluster, free_port, start_cluster
 from tests.request_ids import request_id as rid
 
 

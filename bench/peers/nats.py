@@ -1,4 +1,5 @@
-"""A real three-node NATS cluster with JetStream on loopback, for the replicated log's tests.
+"""A real three-node NATS cluster with JetStream on loopback: the replicated log's peer in
+the tests (tests/integration/test_jetstream_log.py) and in the replication benchmark.
 
 Each node is a ``nats-server`` process with its own configuration, store directory
 and log file under a temporary directory, listening for clients and routes on free
