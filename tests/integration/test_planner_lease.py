@@ -1,20 +1,29 @@
-"""The planner lease on a real three-node JetStream cluster (spec/05-durability.md
-§14.3): taken, renewed and taken over."""
+"""One planner per shard, and followers, on a real three-node JetStream cluster
+(spec/05-durability.md §14.3): the planner lease taken, renewed and taken over;
+a follower applying the stream, answering as the planner does, refusing writes,
+waiting for a minimum LSN; the takeover when the planner stops renewing; and a
+deposed planner that has not noticed refused by the fence."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
+from brain.engine.replication.follower import FOLLOW_POLL_S
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.engine.replication.lease import RENEW_FRACTION, TAKEOVER_MARGIN_S, PlannerLease
+from brain.errors import Unavailable
+from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
+from brain.wire.opcodes import Opcode
 from tests.integration.nats_cluster import NatsCluster, start_cluster
-
-FOLLOW_POLL_S = 0.1
-"""How often the test looks at the lease, as a follower would."""
+from tests.request_ids import request_id as rid
 
 TERM_S = 2.0
 """The tests' lease term: short, so a takeover takes seconds, and still many times
@@ -32,6 +41,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
     """One cluster for every test of this file."""
     with start_cluster(tmp_path_factory.mktemp("nats")) as running:
         yield running
+
+
+def options(cluster: NatsCluster, shard: str, node: str) -> DatabaseOptions:
+    return DatabaseOptions(
+        embedder="hashing",
+        jetstream=JetStreamLogOptions(cluster.servers, shard=shard, node=node, lease_term_s=TERM_S),
+    )
+
+
+def encode(db: Database, n: int, text: str) -> EncodeOk:
+    answer = db.execute("default", Opcode.ENCODE, Encode(request_id=rid(n), text=text))
+    assert isinstance(answer, EncodeOk)
+    return answer
+
+
+def get(db: Database, memory_id: bytes) -> object:
+    return db.execute("default", Opcode.MEMORY_GET, MemoryGet(id=memory_id))
+
+
+def recall(db: Database, cue: str) -> RecallOk:
+    only_vectors = ArmWeights(semantic=1.0, lexical=0.0, graph=0.0)
+    answer = db.read("default", Opcode.RECALL, Recall(cue=cue, top_k=5, arms=only_vectors))
+    assert isinstance(answer, RecallOk)
+    return answer
 
 
 def test_the_lease_is_held_by_one_node_renewed_and_taken_over_after_a_term(
@@ -68,3 +101,90 @@ def test_the_lease_is_held_by_one_node_renewed_and_taken_over_after_a_term(
         # Released: free at once, no term to wait.
         assert a.try_take() is None and a.held
         a.release()
+
+
+def test_a_follower_applies_the_stream_answers_alike_and_refuses_writes(
+    cluster: NatsCluster, tmp_path: Path
+) -> None:
+    with Database.open(tmp_path / "a", options(cluster, "follow", "a")) as planner:
+        assert planner.planner == "a" and planner.read_only_reason is None
+        written = [encode(planner, i, f"memory {i} about topic {i % 4}") for i in range(20)]
+        with Database.open(tmp_path / "b", options(cluster, "follow", "b")) as follower:
+            assert follower.planner == "a"
+            answers = [get(planner, w.memory_id) for w in written]
+            assert all(isinstance(a, MemoryGetOk) for a in answers)
+            assert [get(follower, w.memory_id) for w in written] == answers
+            assert follower.stats()["scopes"] == planner.stats()["scopes"]
+            assert follower.applied_time <= planner.applied_time
+            refused = "follows shard follow, whose writes node a plans"
+            with pytest.raises(Unavailable, match=refused):
+                encode(follower, 100, "written to a follower")
+            assert follower.read_only_reason is not None
+
+            # A minimum LSN nobody wrote yet: refused after the bound, saying so.
+            ahead = planner.wal.last_lsn + 1
+            started = time.monotonic()
+            with pytest.raises(Unavailable, match=f"behind LSN {ahead}.*the planner is a"):
+                follower.wait_applied(ahead, 0.5)
+            assert 0.5 <= time.monotonic() - started < 2.0
+
+            # The same minimum, written meanwhile: the read waits, then sees it.
+            later: list[EncodeOk] = []
+            writing = threading.Timer(0.3, lambda: later.append(encode(planner, 200, "late")))
+            writing.start()
+            try:
+                follower.wait_applied(ahead, 10.0)
+            finally:
+                writing.join()
+            assert later and later[0].lsn >= ahead
+            follower.wait_applied(later[0].lsn, 10.0)
+            assert get(follower, later[0].memory_id) == get(planner, later[0].memory_id)
+
+            # Written while the follower runs: the planner's indexer logs the vectors,
+            # and the follower's HNSW index takes them from the stream, so a search on
+            # vectors alone ranks alike.
+            texts = [f"fresh note {i} on subject {i % 2}" for i in range(6)]
+            fresh = [encode(planner, 300 + i, text) for i, text in enumerate(texts)]
+            assert planner.wait_indexed(10.0)
+            follower.wait_applied(planner.wal.last_lsn, 10.0)
+            for cue in ("fresh note 4 on subject 0", "memory 3 about topic 3"):
+                found = recall(planner, cue)
+                assert found.hits and recall(follower, cue) == found
+            top = recall(follower, "fresh note 4 on subject 0").hits[0].memory
+            assert top is not None and top.id == fresh[4].memory_id
+
+
+def test_a_follower_takes_over_when_the_planner_stops_renewing(
+    cluster: NatsCluster, tmp_path: Path
+) -> None:
+    with (
+        Database.open(tmp_path / "a", options(cluster, "takeover", "a")) as old,
+        Database.open(tmp_path / "b", options(cluster, "takeover", "b")) as new,
+    ):
+        first = [encode(old, i, f"before the takeover {i}") for i in range(10)]
+        new.wait_applied(old.applied_lsn, 10.0)
+        lease, follower = old.lease, new.follower
+        assert lease is not None and follower is not None
+        # The planner stops renewing (as if its process hung), and has not noticed:
+        # its own check of the lease is off, so only the fence can stop it.
+        lease.abandon()
+        assert isinstance(old.wal, JetStreamLog)
+        old.wal.may_append = None
+        stopped = time.monotonic()
+        assert follower.promoted.wait(TAKEOVER_BOUND_S)
+        took = time.monotonic() - stopped
+        assert TERM_S <= took < TAKEOVER_BOUND_S
+        assert new.planner == "b" and new.read_only_reason is None
+
+        # The new planner has every record the old one wrote, and writes after them.
+        assert [get(new, w.memory_id) for w in first] == [get(old, w.memory_id) for w in first]
+        repeat = encode(new, 0, "before the takeover 0")
+        assert repeat.memory_id == first[0].memory_id  # its idempotency record came along
+        after = encode(new, 50, "after the takeover")
+        assert after.lsn > max(w.lsn for w in first)
+
+        # The deposed planner's next write is refused by the stream's fence.
+        with pytest.raises(Unavailable, match="another writer appended"):
+            encode(old, 51, "from the deposed planner")
+        assert old.read_only_reason is not None
+        encode(new, 52, "the new planner writes on")
