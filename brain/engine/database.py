@@ -479,7 +479,7 @@ class Database:
         """Force a checkpoint now (normally the writer runs them on its own)."""
         self._writer.request_checkpoint().result()
 
-    # --- the planner lease and following (spec/05-durability.md §14.3) ---------------------
+    # --- the planner lease and following (spec/05-durability.md §14.3-4) -------------------
 
     def _replicate(
         self, lease: PlannerLease, last_time: int, notify: Callable[[object], None]

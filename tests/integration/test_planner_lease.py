@@ -1,5 +1,5 @@
 """One planner per shard, and followers, on a real three-node JetStream cluster
-(spec/05-durability.md §14.3): the planner lease taken, renewed and taken over;
+(spec/05-durability.md §14.3, §14.4): the planner lease taken, renewed and taken over;
 a follower applying the stream, answering as the planner does, refusing writes,
 waiting for a minimum LSN; the takeover when the planner stops renewing; and a
 deposed planner that has not noticed refused by the fence."""

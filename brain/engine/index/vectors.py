@@ -293,7 +293,7 @@ class VectorIndexes:
 
     def follow(self, lsn: int, changes: Iterable[Change]) -> None:
         """Bring the indexes to the logged ``changes`` of record ``lsn`` that another
-        node planned (a follower of a replicated log, spec/05-durability.md §14.3):
+        node planned (a follower of a replicated log, spec/05-durability.md §14.4):
         a ``vectors`` row put adds its label, or replaces the vector of a label the
         index holds; a ``vector_labels`` row deleted removes its label."""
         added: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = {}

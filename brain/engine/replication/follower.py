@@ -1,6 +1,6 @@
 """A follower: the thread that keeps a database current from its shard's stream, and
 takes the planner lease over when its holder stops renewing it
-(spec/05-durability.md §14.3).
+(spec/05-durability.md §14.3, §14.4).
 
 Every :data:`FOLLOW_POLL_S` the thread asks the stream for its last sequence, reads
 the records after the store's applied LSN and has the database apply them (in
@@ -98,6 +98,11 @@ class Follower:
             except (BrainError, TimeoutError, nats.errors.Error, nats.js.errors.Error) as exc:
                 self.failures += 1
                 log.warning("following the log %s: %s", self._log.location, exc)
+                self._stop.wait(FOLLOW_RETRY_S)
+                continue
+            except Exception:  # a bug, or LMDB failing: logged, and the next round tries again
+                self.failures += 1
+                log.exception("following the log %s failed", self._log.location)
                 self._stop.wait(FOLLOW_RETRY_S)
                 continue
             self._stop.wait(FOLLOW_POLL_S)

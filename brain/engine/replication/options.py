@@ -39,6 +39,6 @@ class JetStreamLogOptions:
     takes the shard's planner lease when it is free and plans writes only while it
     holds it; otherwise it opens as a follower that applies the stream, serves
     reads and takes the lease over when its holder stops renewing it
-    (spec/05-durability.md §14.3)."""
+    (spec/05-durability.md §14.3, §14.4)."""
     lease_term_s: float = DEFAULT_LEASE_TERM_S
     """The planner lease's term (with :attr:`node`)."""
