@@ -6,6 +6,11 @@ deposed planner that has not noticed refused by the fence."""
 
 from __future__ import annotations
 
+import json
+import select
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -188,3 +193,79 @@ def test_a_follower_takes_over_when_the_planner_stops_renewing(
             encode(old, 51, "from the deposed planner")
         assert old.read_only_reason is not None
         encode(new, 52, "the new planner writes on")
+
+
+PLANNER_PROCESS = """
+import json, sys, time
+from brain.engine.database import Database, DatabaseOptions
+from brain.engine.replication import JetStreamLogOptions
+from brain.wire.messages.memory_ops import Encode
+from brain.wire.opcodes import Opcode
+
+servers, shard, path, term = sys.argv[1].split(","), sys.argv[2], sys.argv[3], float(sys.argv[4])
+options = DatabaseOptions(
+    embedder="hashing",
+    jetstream=JetStreamLogOptions(tuple(servers), shard=shard, node="p", lease_term_s=term),
+)
+db = Database.open(path, options)
+ids = []
+for n in range(5):
+    answer = db.execute(
+        "default", Opcode.ENCODE, Encode(request_id=n.to_bytes(16, "big"), text=f"note {n}")
+    )
+    ids.append(answer.memory_id.hex())
+print(json.dumps({"planner": db.planner, "lsn": db.wal.last_lsn, "ids": ids}), flush=True)
+time.sleep(600)
+"""
+"""A planner in a process of its own: it takes the lease, writes, reports, and waits
+to be killed."""
+
+PROCESS_START_S = 60.0
+"""Time for the planner process to import, open and write: a few seconds."""
+
+
+def test_a_follower_takes_over_from_a_planner_process_killed_with_sigkill(
+    cluster: NatsCluster, tmp_path: Path
+) -> None:
+    errors = (tmp_path / "planner.err").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PLANNER_PROCESS,
+            ",".join(cluster.servers),
+            "killed",
+            str(tmp_path / "p"),
+            str(TERM_S),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=errors,
+    )
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], PROCESS_START_S)
+        line = process.stdout.readline() if ready else b""
+        assert line, (tmp_path / "planner.err").read_text(errors="replace")[-2000:]
+        report = json.loads(line)
+        assert report["planner"] == "p"
+        with Database.open(tmp_path / "b", options(cluster, "killed", "b")) as new:
+            assert new.planner == "p"
+            new.wait_applied(report["lsn"], 10.0)
+            process.send_signal(signal.SIGKILL)
+            process.wait(10.0)
+            killed = time.monotonic()
+            follower = new.follower
+            assert follower is not None and follower.promoted.wait(TAKEOVER_BOUND_S)
+            assert time.monotonic() - killed < TAKEOVER_BOUND_S
+            assert new.planner == "b"
+            for n, memory_id in enumerate(report["ids"]):
+                again = encode(new, n, f"note {n}")  # a repeat: answered as written
+                assert again.memory_id.hex() == memory_id
+            assert encode(new, 99, "after the kill").lsn > report["lsn"]
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10.0)
+        if process.stdout is not None:
+            process.stdout.close()
+        errors.close()
