@@ -308,7 +308,9 @@ class Database:
     def applied_time(self) -> int:
         """The record time of the last record applied (ns): the latest as-of instant
         this node answers with everything the log holds up to it."""
-        return self._writer.clock.last
+        self._check_open()
+        with self._store.read() as txn:
+            return get_progress(self._store, txn).last_record_time
 
     def statistics(self) -> Statistics:
         """Every figure of the database now, taken together (what ``/metrics`` reads)."""

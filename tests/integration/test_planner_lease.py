@@ -6,6 +6,7 @@ deposed planner that has not noticed refused by the fence."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import signal
@@ -16,13 +17,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.follower import FOLLOW_POLL_S
 from brain.engine.replication.jetstream_log import JetStreamLog
-from brain.engine.replication.lease import RENEW_FRACTION, TAKEOVER_MARGIN_S, PlannerLease
+from brain.engine.replication.lease import (
+    LEASE_BUCKET,
+    RENEW_FRACTION,
+    TAKEOVER_MARGIN_S,
+    PlannerLease,
+)
 from brain.errors import Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
@@ -193,6 +200,37 @@ def test_a_follower_takes_over_when_the_planner_stops_renewing(
             encode(old, 51, "from the deposed planner")
         assert old.read_only_reason is not None
         encode(new, 52, "the new planner writes on")
+
+
+def test_a_planner_whose_renewal_is_refused_stops_planning(
+    cluster: NatsCluster, tmp_path: Path
+) -> None:
+    with Database.open(tmp_path / "a", options(cluster, "lost", "a")) as planner:
+        encode(planner, 1, "while the lease holds")
+
+        async def take_the_key() -> None:
+            # Another node writes the key (as a takeover would): the holder's next
+            # renewal, fenced at the revision it wrote, is refused.
+            client = await nats.connect(servers=list(cluster.servers))
+            try:
+                kv = await client.jetstream().key_value(LEASE_BUCKET)
+                await kv.put("lost", b'{"node": "x", "term_s": 2.0}')
+            finally:
+                await client.close()
+
+        asyncio.run(take_the_key())
+        deadline = time.monotonic() + TERM_S
+        while planner.read_only_reason is None:
+            assert time.monotonic() < deadline
+            time.sleep(FOLLOW_POLL_S)
+        reason = "another node took the planner lease of shard lost from node a"
+        assert reason in planner.read_only_reason
+        with pytest.raises(Unavailable, match=f"this node takes no writes: {reason}"):
+            encode(planner, 2, "after the lease is lost")
+        lease = planner.lease
+        assert lease is not None and not lease.held
+        # Reads go on.
+        assert planner.stats()["scopes"]
 
 
 PLANNER_PROCESS = """
