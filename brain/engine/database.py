@@ -494,9 +494,10 @@ class Database:
         assert isinstance(wal, JetStreamLog)
         self._lease = lease
         if lease.holder == lease.node:
-            self._plan_with(lease, wal)
+            self._plan_with(lease)
             return
         writer = self._writer
+        lease.on_lost = self._lease_lost
         applied_time = [last_time]
         indexer = self.retrieval.indexer
         indexes = self.retrieval.indexes
@@ -536,15 +537,17 @@ class Database:
             lease,
             applied=lambda: writer.applied_lsn,
             apply=apply,
-            on_taken=lambda: lease.keep(self._lease_lost),
+            on_taken=lease.keep,
             promote=promote,
             planner=planner,
         )
         self._follower.start()
 
-    def _plan_with(self, lease: PlannerLease, wal: JetStreamLog) -> None:
-        wal.may_append = lease.refusal
-        lease.keep(self._lease_lost)
+    def _plan_with(self, lease: PlannerLease) -> None:
+        lease.on_lost = self._lease_lost
+        refusal = lease.refusal()
+        if refusal is not None:  # lost while the database opened
+            self._lease_lost(refusal)
 
     def _lease_lost(self, reason: str) -> None:
         # On the client's event loop: an attribute set, nothing that blocks.
@@ -622,6 +625,10 @@ def _take_lease(wal: JetStreamLog, opts: DatabaseOptions) -> PlannerLease | None
 
     lease = PlannerLease.open(wal, opts.jetstream.node, opts.jetstream.lease_term_s)
     if lease.try_take() is None:
+        # Renewed from now on, so a long recovery does not let it run out; and
+        # no append of this node is published once it is lost.
+        lease.keep()
+        wal.may_append = lease.refusal
         wal.refresh()
     return lease
 

@@ -90,7 +90,8 @@ def test_the_lease_is_held_by_one_node_renewed_and_taken_over_after_a_term(
         assert b.try_take() == "a" and not b.held
         assert "does not hold" in (b.refusal() or "")
         lost: list[str] = []
-        a.keep(lost.append)
+        a.on_lost = lost.append
+        a.keep()
         # Two terms: a renews every third of one, so b never sees a term unchanged.
         deadline = time.monotonic() + 2 * TERM_S
         while time.monotonic() < deadline:

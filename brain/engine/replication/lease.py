@@ -20,7 +20,7 @@ not noticed yet (its process paused, say) is refused by the stream.
 
 The holder renews every ``term * RENEW_FRACTION`` on the log's client event loop;
 a renewal not acknowledged by the end of the term, or refused because another node
-took the key, loses the lease: the ``on_lost`` callback runs (the database stops
+took the key, loses the lease: :attr:`PlannerLease.on_lost` is told (the database stops
 planning) and :meth:`PlannerLease.refusal` answers why.
 """
 
@@ -108,7 +108,9 @@ class PlannerLease:
         self._seen: tuple[int, float] | None = None
         """Another holder's revision and the monotonic time this node first saw it."""
         self._renewal: asyncio.Task[None] | None = None
-        self._on_lost: Callable[[str], None] | None = None
+        self.on_lost: Callable[[str], None] | None = None
+        """Told why (on the client's event loop; it must not block) when the held
+        lease is lost."""
         self.holder: str | None = None
         """The node that held the lease when this node last looked (itself included)."""
 
@@ -209,11 +211,9 @@ class PlannerLease:
         except nats.js.errors.KeyWrongLastSequenceError:
             return None, holder  # renewed or taken meanwhile
 
-    def keep(self, on_lost: Callable[[str], None]) -> None:
+    def keep(self) -> None:
         """Renew the held lease every ``term * RENEW_FRACTION`` until it is lost or
-        released; ``on_lost(reason)`` runs (on the client's loop; it must not block)
-        when it is lost."""
-        self._on_lost = on_lost
+        released; :attr:`on_lost` is told when it is lost."""
 
         async def start() -> asyncio.Task[None]:
             return asyncio.ensure_future(self._renew_forever())
@@ -261,8 +261,8 @@ class PlannerLease:
             return
         self._lost = reason
         log.error("%s; this node stops planning writes", reason)
-        if self._on_lost is not None:
-            self._on_lost(reason)
+        if self.on_lost is not None:
+            self.on_lost(reason)
 
     def abandon(self) -> None:
         """Stop renewing without releasing, as a crashed holder would: the lease runs
