@@ -232,6 +232,8 @@ class PlannerLease:
     async def _renew(self) -> str | None:
         """Renew once, trying again until the term ends; None when renewed."""
         value = _encode(self.node, self.term_s)
+        unanswered = False
+        """Whether an earlier attempt got no answer (it may have been stored)."""
         while True:
             started = time.monotonic()
             if started >= self._valid_until:
@@ -245,16 +247,33 @@ class PlannerLease:
                     timeout=max(min(API_ATTEMPT_S, self._valid_until - started), 0.01),
                 )
             except nats.js.errors.KeyWrongLastSequenceError:
+                if unanswered and await self._stored_unanswered(value):
+                    continue  # the renewal whose answer was lost is the key's value
                 return (
                     f"another node took the planner lease of shard {self.key} from node {self.node}"
                 )
             except (TimeoutError, nats.errors.Error, nats.js.errors.Error) as exc:
+                unanswered = True
                 log.warning("renewing the planner lease of shard %s: %s", self.key, exc)
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
             self._revision = revision
             self._valid_until = started + self.term_s
             return None
+
+    async def _stored_unanswered(self, value: bytes) -> bool:
+        """After a renewal that got no answer: whether the key holds this node's value
+        at a later revision, i.e. that renewal was stored; if so, adopt its revision."""
+        try:
+            entry = await self._kv.get(self.key)
+        except (nats.errors.Error, nats.js.errors.Error):
+            return False
+        if entry.value != value or self._revision is None:
+            return False
+        if entry.revision is None or entry.revision <= self._revision:
+            return False
+        self._revision = entry.revision
+        return True
 
     def _lose(self, reason: str) -> None:
         if self._lost is not None:
