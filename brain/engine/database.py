@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import lmdb
 
@@ -67,13 +69,18 @@ from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
 from brain.engine.write.clock import RecordClock
-from brain.engine.write.plan import PLAN_RECORD_KIND, apply_changes, decode_plan
+from brain.engine.write.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
 from brain.engine.write.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.write.writer import MAX_GROW_ATTEMPTS, Writer
 from brain.errors import StorageFault, Unavailable
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
+
+if TYPE_CHECKING:  # the NATS client loads only for a database on the replicated log
+    from brain.engine.replication.follower import Follower
+    from brain.engine.replication.jetstream_log import JetStreamLog
+    from brain.engine.replication.lease import PlannerLease
 
 __all__ = ["Database", "DatabaseOptions"]
 
@@ -84,6 +91,15 @@ DEFAULT_EMBEDDER = DEFAULT_KIND
 
 RECOVERY_BATCH: Final = 1000
 """WAL records applied per LMDB transaction during recovery."""
+
+APPLIED_POLL_S: Final = 0.05
+"""How often :meth:`Database.wait_applied` looks again at the applied LSN between
+the follower's wake-ups (a node that became the planner meanwhile applies its own
+writes, which wake nobody)."""
+
+LOADED_WAIT_S: Final = 60.0
+"""How long a follower's first batch waits for the vector indexes to load before it
+changes them: loading a large index from disk takes seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +159,10 @@ class Database:
             activity=writer.activity,
         )
         self._purger = Purger(store, writer, retrieval.indexes, path / SNAPSHOT_DIR)
+        self._lease: PlannerLease | None = None
+        self._follower: Follower | None = None
+        self._applied = threading.Condition()
+        """Notified by the follower after each batch it applies (wait_applied)."""
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -152,7 +172,7 @@ class Database:
         model = load_embedder(opts.embedder, model_dir=opts.model_dir)
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
-        wal = _open_log(root, opts)
+        wal, lease = _open_log(root, opts)
         try:
             store = Store(
                 root / "lmdb",
@@ -161,6 +181,7 @@ class Database:
                 fsync=opts.fsync,
             )
         except BaseException:
+            _drop_lease(lease)
             wal.close()
             raise
         embedder: BatchingEmbedder | None = None
@@ -200,6 +221,9 @@ class Database:
                 # writer paces a namespace's writes while others are active.
                 activity=Activity(),
             )
+            if lease is not None and lease.holder != lease.node:
+                # Before the writer and the indexer start, so neither plans a write.
+                writer.standby_reason = _follower_reason(lease)
             writer.start()
             embedder = BatchingEmbedder(model, bulk=_bulk_embedder(opts, model))
             indexes = VectorIndexes(root / "index", embedder.dimensions)
@@ -210,12 +234,15 @@ class Database:
             if embedder is not None:  # its bulk embedder's child process ends with it
                 embedder.close()
             store.close()
+            _drop_lease(lease)
             wal.close()
             raise
         pressure = EmbedPressure(store, opts.max_embed_backlog)
         retrieval = Retrieval(embedder, indexes, indexer, pressure, opts.index_wait_s)
         database = cls(root, wal, store, writer, opts, retrieval=retrieval, listeners=wake)
         idle.append(database._purger.on_idle)
+        if lease is not None:
+            database._replicate(lease, last_time, notify)
         return database
 
     # --- status ---------------------------------------------------------------------------
@@ -239,6 +266,51 @@ class Database:
     def wal(self) -> RecordLog:
         """The log the writer appends to (for tests)."""
         return self._wal
+
+    @property
+    def lease(self) -> PlannerLease | None:
+        """The shard's planner lease as this node sees it (None without
+        ``JetStreamLogOptions.node``)."""
+        return self._lease
+
+    @property
+    def follower(self) -> Follower | None:
+        """The thread applying the stream while this node follows (None otherwise)."""
+        return self._follower
+
+    @property
+    def planner(self) -> str | None:
+        """The node that plans this shard's writes as far as this node knows (itself
+        when it holds the lease); None without a planner lease."""
+        return None if self._lease is None else self._lease.holder
+
+    def wait_applied(self, lsn: int, timeout: float) -> None:
+        """Return once this node applied the log up to ``lsn``, waiting at most
+        ``timeout`` seconds: a read after it sees every write up to ``lsn`` (a
+        client's own, for read-your-writes on a follower). Raises
+        :class:`~brain.errors.Unavailable`, saying how far behind it is, when that
+        did not happen in time."""
+        self._check_open()
+        deadline = time.monotonic() + timeout
+        with self._applied:
+            while self._writer.applied_lsn < lsn:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    applied = self._writer.applied_lsn
+                    raise Unavailable(
+                        f"this node has applied the log up to LSN {applied}, behind LSN "
+                        f"{lsn} the read needs, and did not catch up within {timeout} s"
+                        + (f"; the planner is {self.planner}" if self.planner else "")
+                    )
+                self._applied.wait(min(left, APPLIED_POLL_S))
+
+    @property
+    def applied_time(self) -> int:
+        """The record time of the last record applied (ns): the latest as-of instant
+        this node answers with everything the log holds up to it."""
+        self._check_open()
+        with self._store.read() as txn:
+            return get_progress(self._store, txn).last_record_time
 
     def statistics(self) -> Statistics:
         """Every figure of the database now, taken together (what ``/metrics`` reads)."""
@@ -409,6 +481,78 @@ class Database:
         """Force a checkpoint now (normally the writer runs them on its own)."""
         self._writer.request_checkpoint().result()
 
+    # --- the planner lease and following (spec/05-durability.md §14.3-4) -------------------
+
+    def _replicate(
+        self, lease: PlannerLease, last_time: int, notify: Callable[[object], None]
+    ) -> None:
+        """Plan with the lease held, or follow its holder until this node takes it."""
+        from brain.engine.replication.follower import Follower
+        from brain.engine.replication.jetstream_log import JetStreamLog
+
+        wal = self._wal
+        assert isinstance(wal, JetStreamLog)
+        self._lease = lease
+        if lease.holder == lease.node:
+            self._plan_with(lease)
+            return
+        writer = self._writer
+        lease.on_lost = self._lease_lost
+        applied_time = [last_time]
+        indexer = self.retrieval.indexer
+        indexes = self.retrieval.indexes
+
+        def apply(batch: list[WalRecord]) -> None:
+            def work() -> None:
+                plans: list[tuple[int, Plan]] = []
+                lsn, time_ns = _apply_recovered(
+                    self._store, batch, writer.applied_lsn, applied_time[0], plans
+                )
+                writer.applied_lsn = lsn
+                applied_time[0] = time_ns
+                writer.clock.observe(time_ns)
+                if not indexer.wait_loaded(LOADED_WAIT_S):
+                    log.warning("the vector indexes are still loading; following on")
+                for record_lsn, plan in plans:
+                    indexes.follow(record_lsn, plan.changes)
+                notify(plans)
+                with self._applied:
+                    self._applied.notify_all()
+
+            writer.between_batches(work).result()
+
+        def promote() -> None:
+            def work() -> None:
+                wal.may_append = lease.refusal
+                writer.standby_reason = None
+
+            writer.between_batches(work).result()
+            indexer.notify()
+
+        def planner(holder: str) -> None:
+            writer.standby_reason = _follower_reason(lease)
+
+        self._follower = Follower(
+            wal,
+            lease,
+            applied=lambda: writer.applied_lsn,
+            apply=apply,
+            on_taken=lease.keep,
+            promote=promote,
+            planner=planner,
+        )
+        self._follower.start()
+
+    def _plan_with(self, lease: PlannerLease) -> None:
+        lease.on_lost = self._lease_lost
+        refusal = lease.refusal()
+        if refusal is not None:  # lost while the database opened
+            self._lease_lost(refusal)
+
+    def _lease_lost(self, reason: str) -> None:
+        # On the client's event loop: an attribute set, nothing that blocks.
+        self._writer.standby_reason = f"{reason}; this node plans no more writes"
+
     # --- lifecycle --------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -420,11 +564,17 @@ class Database:
         if self._closed:
             return
         self._closed = True
-        # The indexer writes through the writer: it stops first.
+        # The follower applies through the writer: it stops first, then the
+        # indexer, which writes through it too.
+        if self._follower is not None:
+            self._follower.close()
         self.retrieval.indexer.close()
         self.retrieval.embedder.close()
         self._writer.stop()
         self._store.close()
+        # After the writer stopped, so no write of this node is in flight: a
+        # follower may take over at once.
+        _drop_lease(self._lease, release=True)
         self._wal.close()
 
     def __enter__(self) -> Database:
@@ -445,16 +595,58 @@ def _bulk_embedder(opts: DatabaseOptions, model: Embedder) -> Embedder | None:
     return ProcessEmbedder(opts.embedder, model_dir=opts.model_dir, like=model)
 
 
-def _open_log(root: Path, opts: DatabaseOptions) -> RecordLog:
-    """The log the options name: the local WAL in ``root/wal``, or a JetStream stream."""
+def _open_log(root: Path, opts: DatabaseOptions) -> tuple[RecordLog, PlannerLease | None]:
+    """The log the options name: the local WAL in ``root/wal``, or a JetStream stream
+    (with the shard's planner lease when the options name this node)."""
     if opts.jetstream is not None:
         # Here, not at the top: the NATS client takes a quarter second to import.
         from brain.engine.replication.jetstream_log import JetStreamLog
 
-        return JetStreamLog.open(opts.jetstream)
+        stream = JetStreamLog.open(opts.jetstream)
+        try:
+            return stream, _take_lease(stream, opts)
+        except BaseException:
+            stream.close()
+            raise
     # The torn tail waits: only the store's applied LSN tells whether it is one.
-    return WriteAheadLog.open(
+    wal = WriteAheadLog.open(
         root / "wal", segment_bytes=opts.wal_segment_bytes, fsync=opts.fsync, defer_cut=True
+    )
+    return wal, None
+
+
+def _take_lease(wal: JetStreamLog, opts: DatabaseOptions) -> PlannerLease | None:
+    """With ``JetStreamLogOptions.node``: the shard's planner lease, taken when free.
+    A node that takes it reads the stream's last sequence again, so that recovery
+    replays every record a previous planner appended before it let go."""
+    if opts.jetstream is None or opts.jetstream.node is None:
+        return None
+    from brain.engine.replication.lease import PlannerLease
+
+    lease = PlannerLease.open(wal, opts.jetstream.node, opts.jetstream.lease_term_s)
+    if lease.try_take() is None:
+        # Renewed from now on, so a long recovery does not let it run out; and
+        # no append of this node is published once it is lost.
+        lease.keep()
+        wal.may_append = lease.refusal
+        wal.refresh()
+    return lease
+
+
+def _drop_lease(lease: PlannerLease | None, *, release: bool = False) -> None:
+    """Stop renewing ``lease``; ``release``: give it back too (a clean close)."""
+    if lease is None:
+        return
+    if release:
+        lease.release()
+    else:
+        lease.abandon()
+
+
+def _follower_reason(lease: PlannerLease) -> str:
+    return (
+        f"node {lease.node} follows shard {lease.key}, whose writes node "
+        f"{lease.holder} plans: send them to {lease.holder}"
     )
 
 
@@ -507,11 +699,18 @@ def _recover(store: Store, wal: RecordLog) -> tuple[int, int]:
 
 
 def _apply_recovered(
-    store: Store, batch: list[WalRecord], applied: int, last_time: int
+    store: Store,
+    batch: list[WalRecord],
+    applied: int,
+    last_time: int,
+    plans: list[tuple[int, Plan]] | None = None,
 ) -> tuple[int, int]:
-    """Apply one batch of logged records in one transaction, growing the map if needed."""
+    """Apply one batch of logged records in one transaction, growing the map if needed;
+    ``plans``, when given, receives each applied record's LSN and plan."""
     for _ in range(MAX_GROW_ATTEMPTS):
         lsn, time_ns = applied, last_time
+        if plans is not None:
+            plans.clear()
         try:
             with store.env.begin(write=True) as txn:
                 for record in batch:
@@ -522,7 +721,10 @@ def _apply_recovered(
                             f"WAL record {record.lsn} has kind {record.kind}, which this "
                             "build does not know; refusing to skip it"
                         )
-                    apply_changes(store, txn, decode_plan(record.payload).changes)
+                    plan = decode_plan(record.payload)
+                    apply_changes(store, txn, plan.changes)
+                    if plans is not None:
+                        plans.append((record.lsn, plan))
                     lsn, time_ns = record.lsn, max(time_ns, record.record_time)
                 put_progress(store, txn, lsn, time_ns)
         except lmdb.MapFullError:

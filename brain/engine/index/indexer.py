@@ -287,6 +287,12 @@ class Indexer:
             first = next(iter(self._queued_at.values()))
         return time.monotonic() - first
 
+    def wait_loaded(self, timeout: float) -> bool:
+        """Wait until the indexes are loaded (or rebuilt) from the store; False if
+        ``timeout`` passed first. A follower changes them only after that."""
+        with self._state:
+            return self._state.wait_for(lambda: self._loaded, timeout=timeout)
+
     def wait_for(self, lsn: int, timeout: float) -> bool:
         """Wait until :attr:`indexed_lsn` reaches ``lsn``; False if ``timeout`` passed."""
         self._wake.set()

@@ -50,6 +50,7 @@ from brain.engine.store.env import Store
 from brain.engine.store.scan import scan
 from brain.engine.store.scope import SCOPE_PREFIX_BYTES
 from brain.engine.store.tables import EMBED_QUEUE, VECTOR_LABELS, VECTOR_SCOPES, VECTORS
+from brain.engine.write.plan import Change, Delete, Put
 
 # The names of the tables this module keeps stay importable from it (tables.py names them).
 __all__ = [
@@ -289,6 +290,30 @@ class VectorIndexes:
             scope.remove(removed)
             scope.lsn = lsn
             scope.dirty = True
+
+    def follow(self, lsn: int, changes: Iterable[Change]) -> None:
+        """Bring the indexes to the logged ``changes`` of record ``lsn`` that another
+        node planned (a follower of a replicated log, spec/05-durability.md §14.4):
+        a ``vectors`` row put adds its label, or replaces the vector of a label the
+        index holds; a ``vector_labels`` row deleted removes its label."""
+        added: dict[bytes, list[tuple[int, NDArray[np.float32]]]] = {}
+        removed: dict[bytes, list[int]] = {}
+        for change in changes:
+            if isinstance(change, Put) and change.table == VECTORS:
+                prefix = change.key[:SCOPE_PREFIX_BYTES]
+                added.setdefault(prefix, []).append(decode_vector_row(change.value))
+            elif isinstance(change, Delete) and change.table == VECTOR_LABELS:
+                prefix = change.key[:SCOPE_PREFIX_BYTES]
+                label = int.from_bytes(change.key[SCOPE_PREFIX_BYTES:], "big")
+                removed.setdefault(prefix, []).append(label)
+        for prefix in set(added) | set(removed):
+            scope = self._scope(prefix)
+            puts = added.get(prefix, [])
+            with scope.lock:
+                known = {label for label, _ in puts if label in scope.labels}
+            held = [(label, v) for label, v in puts if label in known]
+            new = [(label, v) for label, v in puts if label not in known]
+            self.apply(prefix, lsn, new, removed.get(prefix, []), held)
 
     # --- search ------------------------------------------------------------------------
 

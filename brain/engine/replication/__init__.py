@@ -9,6 +9,6 @@ Only the options are loaded here; the log itself (and with it the NATS client) i
 imported from its module by the one who opens it.
 """
 
-from brain.engine.replication.options import REPLICAS, JetStreamLogOptions
+from brain.engine.replication.options import DEFAULT_LEASE_TERM_S, REPLICAS, JetStreamLogOptions
 
-__all__ = ["REPLICAS", "JetStreamLogOptions"]
+__all__ = ["DEFAULT_LEASE_TERM_S", "REPLICAS", "JetStreamLogOptions"]

@@ -210,6 +210,10 @@ class JetStreamLog:
         self._ack_prefix = ""
         self._acks: dict[str, asyncio.Future[Msg]] = {}
         """Publishes awaiting their acknowledgement, by reply token."""
+        self.may_append: Callable[[], str | None] | None = None
+        """Asked before each append: None when this node may append, else why not
+        (its planner lease ran out, :mod:`brain.engine.replication.lease`); the
+        append then fails the log without publishing."""
 
     @classmethod
     def open(cls, options: JetStreamLogOptions) -> JetStreamLog:
@@ -296,6 +300,10 @@ class JetStreamLog:
             raise ValueError(f"{len(ids)} ids for {len(records)} records")
         if not records:
             return
+        if self.may_append is not None:
+            refusal = self.may_append()
+            if refusal is not None:
+                raise self._fail(refusal)
         frames = [encode_record(record) for record in records]
         limit = self._client.max_payload
         for record, frame in zip(records, frames, strict=True):
@@ -372,6 +380,39 @@ class JetStreamLog:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def refresh(self) -> int:
+        """Ask the stream for its last sequence and take it as :attr:`last_lsn`: what a
+        follower reads up to, and the fence a new planner appends after. Returns it.
+        A stream that ends before what this handle knew raises
+        :class:`~brain.errors.WalCorruption`."""
+        info = self.info()
+        if info.state.last_seq < self.last_lsn:
+            raise WalCorruption(
+                self.location,
+                0,
+                None,
+                f"the stream ends at sequence {info.state.last_seq}, before the "
+                f"{self.last_lsn} records it held",
+            )
+        self._next_lsn = info.state.last_seq + 1
+        return self.last_lsn
+
+    def run(self, coro: Coroutine[object, object, _T], timeout: float) -> _T:
+        """Run ``coro`` on the client's event loop (the planner lease's requests share
+        the connection); wait at most ``timeout`` seconds."""
+        self._check_open()
+        return self._loop.call(coro, timeout)
+
+    @property
+    def jetstream(self) -> JetStreamContext:
+        """The client's JetStream context, for coroutines given to :meth:`run`."""
+        return self._js
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The client's event loop (for tasks that live as long as the connection)."""
+        return self._loop.loop
 
     # --- stream info, for tests and operators ----------------------------------------------
 

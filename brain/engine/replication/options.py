@@ -10,11 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["REPLICAS", "JetStreamLogOptions"]
+__all__ = ["DEFAULT_LEASE_TERM_S", "REPLICAS", "JetStreamLogOptions"]
 
 REPLICAS: Final = 3
 """Copies of every record: a quorum of two acknowledges it, so one server may be
 lost (crashed, restarted, partitioned) without losing or refusing a write."""
+
+DEFAULT_LEASE_TERM_S: Final = 10.0
+"""How long a planner lease holds without a renewal: several times a stream leader
+election (a few seconds), so a cluster that loses a server does not depose a healthy
+planner, and short enough that writes resume within seconds of a planner's crash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +33,12 @@ class JetStreamLogOptions:
     """The shard whose log this is: the stream ``BRAIN_LOG_<shard>``."""
     replicas: int = REPLICAS
     """Replicas of a stream this log creates (an existing stream keeps its own)."""
+    node: str | None = None
+    """This node's id among the shard's database nodes. None (the default): no
+    planner lease, the database writes while the fence lets it. Set: the database
+    takes the shard's planner lease when it is free and plans writes only while it
+    holds it; otherwise it opens as a follower that applies the stream, serves
+    reads and takes the lease over when its holder stops renewing it
+    (spec/05-durability.md §14.3, §14.4)."""
+    lease_term_s: float = DEFAULT_LEASE_TERM_S
+    """The planner lease's term (with :attr:`node`)."""

@@ -237,7 +237,12 @@ class Writer:
         self._thread = threading.Thread(target=self._loop, name="brain-writer", daemon=True)
         self.applied_lsn = applied_lsn
         self.durable_lsn = applied_lsn
-        self.read_only_reason: str | None = None
+        self.fault_reason: str | None = None
+        """Why the writer turned read-only after a storage fault (until a restart)."""
+        self.standby_reason: str | None = None
+        """Why this node plans no write although its storage is sound: it follows
+        another planner of a replicated log, or lost its planner lease
+        (spec/05-durability.md §14.3). Set and cleared by the replication code."""
         self.batches = 0
         self.batched_jobs = 0
         self.last_batch_size = 0
@@ -269,9 +274,16 @@ class Writer:
         return self._pacing.activity
 
     @property
+    def read_only_reason(self) -> str | None:
+        """Why writes are refused (a storage fault, or this node is not the planner),
+        or None while they are accepted."""
+        return self.fault_reason or self.standby_reason
+
+    @property
     def read_only(self) -> bool:
-        """True after a storage fault: writes answer UNAVAILABLE until a restart."""
-        return self.read_only_reason is not None
+        """True after a storage fault (writes answer UNAVAILABLE until a restart), or
+        while this node is not its replicated log's planner."""
+        return self.fault_reason is not None or self.standby_reason is not None
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -485,9 +497,9 @@ class Writer:
             item.future.set_exception(Unavailable("the database is closing"))
 
     def _read_only_error(self) -> Unavailable:
-        return Unavailable(
-            f"the server is read-only after a storage fault: {self.read_only_reason}"
-        )
+        if self.fault_reason is None and self.standby_reason is not None:
+            return Unavailable(f"this node takes no writes: {self.standby_reason}")
+        return Unavailable(f"the server is read-only after a storage fault: {self.fault_reason}")
 
     def _fail_all(self, jobs: list[_Job], error: BrainError) -> None:
         for job in jobs:
@@ -642,7 +654,7 @@ class Writer:
 
     def _enter_read_only(self, reason: str) -> None:
         log.error("turning read-only: %s", reason)
-        self.read_only_reason = reason
+        self.fault_reason = reason
         self.storage_faults += 1
 
     # --- checkpoints ----------------------------------------------------------------------
