@@ -20,6 +20,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from bench.peers.nats import NatsCluster, start_cluster
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.follower import FOLLOW_POLL_S
@@ -34,7 +35,6 @@ from brain.errors import Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
-from tests.integration.nats_cluster import NatsCluster, start_cluster
 from tests.request_ids import request_id as rid
 
 TERM_S = 2.0
