@@ -85,20 +85,28 @@ def history_entries(changes: Sequence[Change], recorded_at: int) -> list[Change]
     return entries
 
 
-def version_at(store: Store, txn: lmdb.Transaction, row_key: bytes, as_of: int) -> bytes | None:
-    """The raw row stored under ``row_key`` (``S ‖ entity_id``) as believed at ``as_of``:
-    its last version recorded at or before it; None before the first."""
+def _last_at(
+    store: Store, txn: lmdb.Transaction, table: bytes, key: bytes, as_of: int
+) -> bytes | None:
+    """The value of the last ``key ‖ u64 t`` entry of ``table`` with ``t`` at or before
+    ``as_of``; None when there is none."""
     if as_of < 0:
         return None
-    cursor = txn.cursor(db=store.table(ENTITY_VERSIONS))
-    after = row_key + _stamp(min(as_of, _LAST_TIME - 1) + 1)
+    cursor = txn.cursor(db=store.table(table))
+    after = key + _stamp(min(as_of, _LAST_TIME - 1) + 1)
     moved = cursor.prev() if cursor.set_range(after) else cursor.last()
     if not moved:
         return None
-    key = bytes(cursor.key())
-    if len(key) != len(row_key) + TIME_BYTES or not key.startswith(row_key):
+    found = bytes(cursor.key())
+    if len(found) != len(key) + TIME_BYTES or not found.startswith(key):
         return None
     return bytes(cursor.value())
+
+
+def version_at(store: Store, txn: lmdb.Transaction, row_key: bytes, as_of: int) -> bytes | None:
+    """The raw row stored under ``row_key`` (``S ‖ entity_id``) as believed at ``as_of``:
+    its last version recorded at or before it; None before the first."""
+    return _last_at(store, txn, ENTITY_VERSIONS, row_key, as_of)
 
 
 def versions(store: Store, txn: lmdb.Transaction, row_key: bytes) -> Iterator[tuple[int, bytes]]:
@@ -137,14 +145,4 @@ def members_at(
 
 def held_at(store: Store, txn: lmdb.Transaction, index: bytes, key: bytes, as_of: int) -> bool:
     """Whether ``index`` held ``key`` at ``as_of``: its last event at or before then."""
-    if as_of < 0:
-        return False
-    cursor = txn.cursor(db=store.table(_EVENTS[index]))
-    after = key + _stamp(min(as_of, _LAST_TIME - 1) + 1)
-    moved = cursor.prev() if cursor.set_range(after) else cursor.last()
-    if not moved:
-        return False
-    found = bytes(cursor.key())
-    if len(found) != len(key) + TIME_BYTES or not found.startswith(key):
-        return False
-    return bytes(cursor.value()) == HELD
+    return _last_at(store, txn, _EVENTS[index], key, as_of) == HELD
