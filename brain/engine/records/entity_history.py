@@ -47,6 +47,7 @@ __all__ = [
     "TIME_BYTES",
     "held_at",
     "history_entries",
+    "interval_at",
     "members_at",
     "version_at",
     "versions",
@@ -101,6 +102,33 @@ def _last_at(
     if len(found) != len(key) + TIME_BYTES or not found.startswith(key):
         return None
     return bytes(cursor.value())
+
+
+def interval_at(
+    store: Store, txn: lmdb.Transaction, row_key: bytes, as_of: int | None
+) -> tuple[int, int | None] | None:
+    """The record interval (``recorded_at``, ``record_invalidated_at``) of the version of
+    the row under ``row_key`` believed at ``as_of`` (None: the last one); None when there
+    is none. Two cursor steps, whatever the length of the row's history: a point read
+    stays a few key lookups."""
+    if as_of is not None and as_of < 0:
+        return None
+    cursor = txn.cursor(db=store.table(ENTITY_VERSIONS))
+    bound = _LAST_TIME if as_of is None else min(as_of, _LAST_TIME - 1) + 1
+    after = row_key + _stamp(bound)
+    moved = cursor.prev() if cursor.set_range(after) else cursor.last()
+    if not moved:
+        return None
+    found = bytes(cursor.key())
+    if len(found) != len(row_key) + TIME_BYTES or not found.startswith(row_key):
+        return None
+    start = int.from_bytes(found[-TIME_BYTES:], "big")
+    if not cursor.next():
+        return start, None
+    later = bytes(cursor.key())
+    if len(later) != len(row_key) + TIME_BYTES or not later.startswith(row_key):
+        return start, None
+    return start, int.from_bytes(later[-TIME_BYTES:], "big")
 
 
 def version_at(store: Store, txn: lmdb.Transaction, row_key: bytes, as_of: int) -> bytes | None:

@@ -36,7 +36,7 @@ from typing import Final
 import lmdb
 
 from brain import cbor
-from brain.engine.records.entity_history import members_at, version_at, versions
+from brain.engine.records.entity_history import interval_at, members_at, version_at, versions
 from brain.engine.store.env import Store
 from brain.engine.store.scan import scan_keys
 from brain.engine.store.scope import Scope
@@ -202,14 +202,8 @@ def recorded_at_of(
 ) -> tuple[int, int | None]:
     """The record interval of the version of the entity a read shows (the last, or the
     one believed at ``as_of``): its ``recorded_at`` and ``record_invalidated_at``."""
-    found = list(versions(store, txn, scope.key(entity_id)))
-    start, until = 0, None
-    for at, _ in found:
-        if as_of is not None and at > as_of:
-            until = at
-            break
-        start = at
-    return start, until
+    found = interval_at(store, txn, scope.key(entity_id), as_of)
+    return (0, None) if found is None else found
 
 
 def decode_row(scope: Scope, raw: bytes) -> dict[str, object] | None:
