@@ -405,7 +405,8 @@ def test_short_ids_from_tables_are_accepted_back(server: ServerProcess, tmp_path
     assert got["statement"]["object"] == {"statement": full}
 
     # One digit two ids end with is ambiguous; digits none ends with name nothing.
-    last = [i[-1] for i in ids]
+    # Every statement of the space counts: the seventeen and the two added since.
+    last = [i[-1] for i in [*ids, added["statement_id"], pointed["statement_id"]]]
     shared = next(d for d in last if last.count(d) > 1)
     ambiguous = brain(server, f"statement get …{shared} {space}", expect=2)
     assert f"…{shared} matches {last.count(shared)} statement ids" in ambiguous.stderr
