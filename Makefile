@@ -45,8 +45,14 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), then the tests marked
+# serial alone: those compare the server's speed with itself, and a test running
+# beside them would be measured with it.
+TEST_WORKERS ?= 2
+
 unit: $(DEV_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not serial"
+	$(BIN)/python -m pytest -m serial
 
 test: lint unit js
 

@@ -22,6 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Final
 
+import pytest
+
 from brain.client import Client
 from brain.errors import BrainError
 from brain.server.app import SHUTDOWN_GRACE_S
@@ -122,6 +124,7 @@ def _subscribe_frame(stream_id: int) -> bytes:
     return frame(Opcode.SUBSCRIBE, stream_id, b"\xa0")  # an empty map: from now, every kind
 
 
+@pytest.mark.serial
 def test_idle_subscriptions_cost_others_nothing_and_sigterm_stops_cleanly(
     tmp_path: Path,
 ) -> None:

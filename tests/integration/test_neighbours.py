@@ -22,6 +22,7 @@ ALIASES = 3_000
 """Long aliases the fuzzy attack writes first in the suite (the long form: 50,000)."""
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(600)
 def test_a_hostile_tenant_does_not_slow_a_quiet_one(tmp_path: Path) -> None:
     figures = run_neighbours(
