@@ -50,6 +50,13 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="wire protocol port (default 9090)")
     serve.add_argument("--public-port", type=int, help="public HTTP port (default 9091)")
     serve.add_argument("--admin-port", type=int, help="admin HTTP port (default 9092)")
+    serve.add_argument(
+        "--cluster",
+        metavar="NATS_URLS",
+        help="keep the log in NATS JetStream: the servers, nats://host:port,... (cluster.nats)",
+    )
+    serve.add_argument("--node", help="this node's id in the cluster (cluster.node)")
+    serve.add_argument("--shard", help="the shard this node serves (cluster.shard, default 0)")
 
     keys = commands.add_parser("keys", help="manage API keys", description="Manage API keys.")
     key_commands = keys.add_subparsers(dest="keys_command", metavar="ACTION")
@@ -130,6 +137,9 @@ def _config(args: argparse.Namespace) -> Config:
         ("port", "server.port"),
         ("public_port", "server.public_port"),
         ("admin_port", "server.admin_port"),
+        ("cluster", "cluster.nats"),
+        ("node", "cluster.node"),
+        ("shard", "cluster.shard"),
     ):
         value = getattr(args, flag, None)
         if value is not None:

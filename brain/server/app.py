@@ -126,6 +126,7 @@ class Server:
                 index_wait_s=self.config.retrieval.index_wait_s,
                 max_embed_backlog=self.config.retrieval.max_embed_backlog,
                 idempotency_retention_ns=self.config.server.idempotency_retention_ns,
+                jetstream=self.config.cluster.log_options(),
             )
             database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)

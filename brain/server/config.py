@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,11 @@ from typing import Any, Final
 
 from brain.embed import DEFAULT_KIND, EMBEDDER_KINDS
 from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor, extractors_named
+from brain.engine.replication.options import (
+    DEFAULT_LEASE_TERM_S,
+    REPLICAS,
+    JetStreamLogOptions,
+)
 from brain.engine.write.tuning import (
     AMBIGUITY_MARGIN,
     DEFAULT_INDEX_WAIT_S,
@@ -33,6 +39,7 @@ from brain.wire.session import DEFAULT_MAX_STREAMS
 __all__ = [
     "ENV_PREFIX",
     "AdminConfig",
+    "ClusterConfig",
     "Config",
     "ConfigError",
     "LogConfig",
@@ -142,6 +149,55 @@ class RetrievalConfig:
         return Path(self.model_dir) if self.model_dir else None
 
 
+_CLUSTER_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A node id or shard name: what a JetStream stream name, a KV key and a NATS subject
+token may all hold, so either can name a stream, a lease key and a subject."""
+
+MAX_STREAM_REPLICAS: Final = 5
+"""JetStream's own ceiling on a stream's replicas."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The ``[cluster]`` section: the replicated log (spec/05-durability.md §14).
+
+    Empty ``nats`` (the default) is the single node with its local WAL."""
+
+    nats: str = ""
+    """``nats://host:port`` of the NATS JetStream servers, separated by commas; empty
+    keeps the local write-ahead log."""
+    node: str = ""
+    """This node's id among the shard's nodes (required with ``nats``): the planner
+    lease names its holder by it."""
+    shard: str = "0"
+    """The shard this node serves: its log is the stream ``BRAIN_LOG_<shard>``."""
+    lease_term_s: float = DEFAULT_LEASE_TERM_S
+    """How long the planner lease holds without a renewal."""
+    replicas: int = REPLICAS
+    """Copies the shard's stream keeps when this node creates it."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the log is the replicated one."""
+        return bool(self.nats)
+
+    def servers(self) -> tuple[str, ...]:
+        """The NATS server addresses ``nats`` lists."""
+        return tuple(url.strip() for url in self.nats.split(",") if url.strip())
+
+    def log_options(self) -> JetStreamLogOptions | None:
+        """The engine's form of these settings; None for the local WAL."""
+        if not self.enabled:
+            return None
+        return JetStreamLogOptions(
+            servers=self.servers(),
+            shard=self.shard,
+            replicas=self.replicas,
+            node=self.node,
+            lease_term_s=self.lease_term_s,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """The ``[log]`` section."""
@@ -157,6 +213,7 @@ class Config:
     admin: AdminConfig = field(default_factory=AdminConfig)
     entities: EntitiesConfig = field(default_factory=EntitiesConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     @property
@@ -181,6 +238,7 @@ _SECTIONS: Final[dict[str, type[Any]]] = {
     "admin": AdminConfig,
     "entities": EntitiesConfig,
     "retrieval": RetrievalConfig,
+    "cluster": ClusterConfig,
     "log": LogConfig,
 }
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -285,6 +343,7 @@ def _validate(config: Config) -> None:
         raise ConfigError("retrieval.index_wait_s must not be negative")
     if config.retrieval.max_embed_backlog < 1:
         raise ConfigError("retrieval.max_embed_backlog must be at least 1")
+    _validate_cluster(config.cluster)
     if config.log.level not in _LOG_LEVELS:
         raise ConfigError(f"log.level must be one of {', '.join(_LOG_LEVELS)}")
 
@@ -319,3 +378,26 @@ def _validate_entities(entities: EntitiesConfig) -> None:
         entities.chosen_extractors()
     except ValueError as exc:
         raise ConfigError(f"entities.extractors: {exc}") from None
+
+
+def _validate_cluster(cluster: ClusterConfig) -> None:
+    if not cluster.enabled:
+        # A node id or shard with no cluster would be a setting with no effect.
+        for key, default in (("node", ""), ("shard", "0")):
+            if getattr(cluster, key) != default:
+                raise ConfigError(f"cluster.{key} needs cluster.nats (the NATS servers)")
+        return
+    for url in cluster.servers():
+        if not url.startswith(("nats://", "tls://")):
+            raise ConfigError(f"cluster.nats: {url!r} is not a nats://host:port address")
+    if not cluster.servers():
+        raise ConfigError("cluster.nats lists no server")
+    if not cluster.node:
+        raise ConfigError("cluster.node is required with cluster.nats: the id of this node")
+    for key in ("node", "shard"):
+        if not _CLUSTER_NAME.fullmatch(getattr(cluster, key)):
+            raise ConfigError(f"cluster.{key} must be 1-64 of A-Z a-z 0-9 _ -")
+    if not cluster.lease_term_s > 0:
+        raise ConfigError("cluster.lease_term_s must be positive")
+    if not 1 <= cluster.replicas <= MAX_STREAM_REPLICAS:
+        raise ConfigError(f"cluster.replicas must be in 1..{MAX_STREAM_REPLICAS}")

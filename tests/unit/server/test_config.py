@@ -92,3 +92,52 @@ def test_entity_resolution_settings() -> None:
 def test_the_embedding_backlog_limit_is_read_from_the_environment() -> None:
     config = load_config(environ={"BRAIN_RETRIEVAL__MAX_EMBED_BACKLOG": "250"})
     assert config.retrieval.max_embed_backlog == 250
+
+
+def test_the_cluster_section_names_the_replicated_log() -> None:
+    assert load_config(environ={}).cluster.log_options() is None  # the local WAL
+    config = load_config(
+        environ={"BRAIN_CLUSTER__LEASE_TERM_S": "4"},
+        overrides={
+            "cluster.nats": "nats://127.0.0.1:4222, nats://127.0.0.1:4223",
+            "cluster.node": "n1",
+            "cluster.shard": "s-2",
+        },
+    )
+    options = config.cluster.log_options()
+    assert options is not None
+    assert options.servers == ("nats://127.0.0.1:4222", "nats://127.0.0.1:4223")
+    assert (options.node, options.shard, options.lease_term_s, options.replicas) == (
+        "n1",
+        "s-2",
+        4.0,
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"cluster.node": "n1"}, "cluster.node needs cluster.nats"),
+        ({"cluster.shard": "7"}, "cluster.shard needs cluster.nats"),
+        ({"cluster.nats": "nats://h:1"}, "cluster.node is required"),
+        ({"cluster.nats": "http://h:1", "cluster.node": "n"}, "not a nats://host:port"),
+        ({"cluster.nats": " , ", "cluster.node": "n"}, "lists no server"),
+        ({"cluster.nats": "nats://h:1", "cluster.node": "a.b"}, "cluster.node must be 1-64"),
+        (
+            {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.shard": "a b"},
+            "cluster.shard must be 1-64",
+        ),
+        (
+            {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.lease_term_s": 0},
+            "lease_term_s must be positive",
+        ),
+        (
+            {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.replicas": 6},
+            "cluster.replicas must be in 1..5",
+        ),
+    ],
+)
+def test_bad_cluster_settings_fail_loudly(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(environ={}, overrides=overrides)
