@@ -290,7 +290,15 @@ class Database:
         and last LSN, lag (:mod:`brain.engine.replication.status`); cheap, no request
         to the cluster."""
         self._check_open()
-        return replication_status(self._wal, self._writer, self._lease, self._follower)
+        writer = self._writer
+        return replication_status(
+            self._wal,
+            applied=writer.applied_lsn,
+            fault=writer.fault_reason,
+            read_only=writer.read_only_reason,
+            lease=self._lease,
+            follower=self._follower,
+        )
 
     def wait_applied(self, lsn: int, timeout: float) -> None:
         """Return once this node applied the log up to ``lsn``, waiting at most

@@ -101,7 +101,17 @@ CONFIG: Final[Schema] = {
     "description": "The effective configuration, secrets as '<redacted>'.",
 }
 
-SNAPSHOT: Final[Schema] = _object({"id": TEXT, "lsn": LSN, "created_at": TIME, "path": TEXT})
+_SNAPSHOT_LOG: Final[Schema] = {
+    **_object(
+        {"kind": {"enum": ["wal", "jetstream"]}},
+        {"stream": TEXT, "shard": TEXT, "node": {"type": ["string", "null"]}},
+    ),
+    "description": "The log the bundle continues: the local WAL, or a shard's JetStream "
+    "stream, whose records after the bundle's LSN a restored node replays.",
+}
+SNAPSHOT: Final[Schema] = _object(
+    {"id": TEXT, "lsn": LSN, "created_at": TIME, "path": TEXT}, {"log": _SNAPSHOT_LOG}
+)
 SNAPSHOTS: Final[Schema] = _object({"snapshots": _list_of(SNAPSHOT)})
 
 AUDIT: Final[Schema] = _object(

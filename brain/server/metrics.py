@@ -32,7 +32,13 @@ from brain.engine.write.writer import MAX_BATCH
 if TYPE_CHECKING:
     from brain.engine.database import Database
 
-__all__ = ["BATCH_SIZE_BUCKETS", "LATENCY_BUCKETS_S", "ServerMetrics", "build_labels"]
+__all__ = [
+    "BATCH_SIZE_BUCKETS",
+    "LATENCY_BUCKETS_S",
+    "ServerMetrics",
+    "build_labels",
+    "replication_metrics",
+]
 
 LATENCY_BUCKETS_S: Final = (
     0.0001,
@@ -251,10 +257,10 @@ class _DatabaseCollector(Collector):
             candidates.add_metric([arm], count)
         yield candidates
         yield _batch_sizes(figures.group_commit_sizes)
-        yield from _replication(self._db.replication_status())
+        yield from replication_metrics(self._db.replication_status())
 
 
-def _replication(
+def replication_metrics(
     status: ReplicationStatus,
 ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     """A cluster node's replication figures (spec/05-durability.md §14.6); none on a

@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from bench.peers.nats import NatsCluster, start_cluster
 from brain.client import Client
 from brain.engine.replication.registry import HEARTBEAT_S, STALE_AFTER_S
+from brain.server import http_schemas as schemas
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.messages.subscribe_ops import ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
@@ -92,6 +94,7 @@ def _admin(server: ServerProcess, method: str, path: str) -> tuple[int, dict[str
 def _cluster(server: ServerProcess) -> dict[str, Any]:
     status, body = _admin(server, "GET", "/v1/cluster")
     assert status == 200, body
+    Draft202012Validator(schemas.CLUSTER).validate(body)  # as the OpenAPI document says
     return body
 
 
@@ -222,6 +225,7 @@ def test_a_follower_is_ready_and_reports_replication_in_stats_and_metrics(
     assert json.loads(body)["applied_lsn"] >= last
     code, stats = _admin(follower, "GET", "/v1/stats")
     assert code == 200
+    Draft202012Validator(schemas.STATS).validate(stats)
     replication = stats["replication"]
     assert isinstance(replication, dict)
     assert replication["role"] == "follower" and replication["planner"] == "b0"
@@ -268,6 +272,7 @@ def test_snapshots_on_a_follower_and_the_planner_restore_and_catch_up_from_the_s
     _wait_for("b1 applied the writes", lambda: _me(follower)["applied_lsn"] >= made[-1][0])
     code, taken = _admin(follower, "POST", "/v1/snapshots")
     assert code == 201, taken
+    Draft202012Validator(schemas.SNAPSHOT).validate(taken)
     assert taken["log"] == {
         "kind": "jetstream",
         "stream": f"BRAIN_LOG_{SHARD}",

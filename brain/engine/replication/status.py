@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Final
 
 from brain.engine.wal import RecordLog, WriteAheadLog
-from brain.engine.write.writer import Writer
 
 if TYPE_CHECKING:
     from brain.engine.replication.follower import Follower
@@ -76,18 +75,22 @@ class ReplicationStatus:
 
 def replication_status(
     wal: RecordLog,
-    writer: Writer,
+    *,
+    applied: int,
+    fault: str | None,
+    read_only: str | None,
     lease: PlannerLease | None,
     follower: Follower | None,
 ) -> ReplicationStatus:
-    """The status of the database whose log, writer, lease and follower these are."""
-    applied = writer.applied_lsn
+    """The status of the database whose log, lease and follower these are, whose
+    writer has applied up to ``applied``, failed for ``fault`` (a storage fault) and
+    refuses writes for ``read_only`` (the fault, or standing by)."""
     renewals = 0 if lease is None else lease.renewals
     takeovers = 0 if lease is None else lease.takeovers
     if isinstance(wal, WriteAheadLog):
         return ReplicationStatus(
             cluster=False,
-            role="single" if writer.fault_reason is None else "read-only",
+            role="single" if fault is None else "read-only",
             node=None,
             shard=None,
             stream=None,
@@ -96,7 +99,7 @@ def replication_status(
             last_lsn=wal.last_lsn,
             lag_records=max(0, wal.last_lsn - applied),
             lag_seconds=0.0,
-            read_only_reason=writer.read_only_reason,
+            read_only_reason=read_only,
             lease_renewals=0,
             takeovers=0,
         )
@@ -115,8 +118,8 @@ def replication_status(
         last = max(wal.last_lsn, applied)
         behind = last - applied
         lag_s = 0.0
-        role = "planner" if writer.read_only_reason is None else "read-only"
-    if writer.fault_reason is not None:
+        role = "planner" if read_only is None else "read-only"
+    if fault is not None:
         role = "read-only"
     return ReplicationStatus(
         cluster=True,
@@ -129,7 +132,7 @@ def replication_status(
         last_lsn=last,
         lag_records=behind,
         lag_seconds=lag_s,
-        read_only_reason=writer.read_only_reason,
+        read_only_reason=read_only,
         lease_renewals=renewals,
         takeovers=takeovers,
     )
