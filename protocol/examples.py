@@ -201,6 +201,7 @@ def _explain() -> dict[str, object]:
 def _recall_request() -> dict[str, object]:
     return {
         "space": "work",
+        "min_lsn": 41,
         "cue": "where does Alice work?",
         "top_k": 5,
         "vector": VECTOR,
@@ -282,7 +283,7 @@ def _memories() -> dict[str, Example]:
             },
         },
         "MEMORY_GET": {
-            "request": {"space": "work", "id": MEMORY_ID},
+            "request": {"space": "work", "id": MEMORY_ID, "min_lsn": 41},
             "response": {"memory": _memory()},
         },
         "FORGET": {
@@ -376,6 +377,7 @@ def _statements() -> dict[str, Example]:
         "STATEMENT_LIST": {
             "request": {
                 "space": "work",
+                "min_lsn": 41,
                 "subject": {"entity": ENTITY_ALICE},
                 "predicate": "works_at",
                 "kind": "fact",

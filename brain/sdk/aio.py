@@ -31,6 +31,7 @@ from brain.client.render import render_hits
 from brain.client.sync import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 from brain.errors import BrainError, ConnectionClosed, InvalidArgument, NotFound, Overloaded
 from brain.sdk import operations, requests, results
+from brain.sdk.consistency import ReadYourWrites
 from brain.sdk.operations import Decision, Direction, Op
 from brain.sdk.requests import EvidenceLike, IdLike, ObjectLike, SubjectLike
 from brain.sdk.retry import Attempts
@@ -178,10 +179,21 @@ class AsyncBrain:
     connection.
     """
 
-    def __init__(self, transport: AsyncTransport, *, space: str = DEFAULT_SPACE) -> None:
-        """Use ``transport``; ``space`` is the space of every request that names none."""
+    def __init__(
+        self,
+        transport: AsyncTransport,
+        *,
+        space: str = DEFAULT_SPACE,
+        read_your_writes: bool = False,
+    ) -> None:
+        """Use ``transport``; ``space`` is the space of every request that names none.
+        With ``read_your_writes`` every read that names no ``min_lsn`` carries the
+        highest LSN an answer gave this facade (:mod:`brain.sdk.consistency`), so it
+        sees this facade's writes on any node of the shard, a follower included."""
         self.transport = transport
         self.space = space
+        self.consistency = ReadYourWrites(read_your_writes)
+        """The last LSN this facade's answers carried, and whether reads send it."""
         self.txn_id: bytes | None = None
         """The transaction every request of this facade joins (see :meth:`transaction`)."""
 
@@ -194,10 +206,12 @@ class AsyncBrain:
         api_key: str,
         space: str = DEFAULT_SPACE,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        read_your_writes: bool = False,
     ) -> AsyncBrain:
-        """Connect to a server and authenticate with ``api_key``."""
+        """Connect to a server and authenticate with ``api_key``; ``read_your_writes``
+        as for the constructor."""
         transport = await AsyncWireTransport.connect(host, port, api_key=api_key, timeout=timeout)
-        return cls(transport, space=space)
+        return cls(transport, space=space, read_your_writes=read_your_writes)
 
     @classmethod
     async def open(
@@ -251,11 +265,15 @@ class AsyncBrain:
                 if not attempts.may_reconnect() or not await self.transport.reconnect():
                     raise
 
-    async def _run(self, op: Op[T]) -> T:
-        """Send ``op`` (in this facade's transaction, if any) and convert its answer."""
+    async def _run(self, op: Op[T], *, min_lsn: int | None = None) -> T:
+        """Send ``op`` (in this facade's transaction, if any; a read with ``min_lsn``,
+        or the last LSN seen under read-your-writes) and convert its answer."""
         if self.txn_id is not None:
             op = operations.joined(op, self.txn_id)
-        return op.finish(await self._send(op.opcode, op.request))
+        request = self.consistency.apply(op.request, min_lsn)
+        answer = await self._send(op.opcode, request)
+        self.consistency.saw(answer)
+        return op.finish(answer)
 
     def _space(self, space: str | None) -> str:
         return self.space if space is None else space
@@ -312,9 +330,13 @@ class AsyncBrain:
             )
         )
 
-    async def get_memory(self, memory: IdLike, *, space: str | None = None) -> results.Memory:
+    async def get_memory(
+        self, memory: IdLike, *, min_lsn: int | None = None, space: str | None = None
+    ) -> results.Memory:
         """MEMORY_GET: one memory by id."""
-        return await self._run(operations.get_memory(memory, space=self._space(space)))
+        return await self._run(
+            operations.get_memory(memory, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def forget(
         self,
@@ -350,6 +372,7 @@ class AsyncBrain:
         include_tombstoned: bool | None = None,
         entity_anchor: IdLike | None = None,
         explain: bool | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Recalled:
         """RECALL: statements and memories for ``cue``, best first (spec/04-retrieval.md).
@@ -374,7 +397,8 @@ class AsyncBrain:
                 entity_anchor=entity_anchor,
                 explain=explain,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def explain(
@@ -394,6 +418,7 @@ class AsyncBrain:
         include_superseded: bool | None = None,
         include_tombstoned: bool | None = None,
         entity_anchor: IdLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Explained:
         """EXPLAIN: how :meth:`recall` with these arguments is served (survivors per
@@ -415,7 +440,8 @@ class AsyncBrain:
                 include_tombstoned=include_tombstoned,
                 entity_anchor=entity_anchor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def render(
@@ -553,10 +579,12 @@ class AsyncBrain:
         )
 
     async def get_statement(
-        self, statement: IdLike, *, space: str | None = None
+        self, statement: IdLike, *, min_lsn: int | None = None, space: str | None = None
     ) -> results.Statement:
         """STATEMENT_GET: one statement by id."""
-        return await self._run(operations.get_statement(statement, space=self._space(space)))
+        return await self._run(
+            operations.get_statement(statement, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def list_statements(
         self,
@@ -571,6 +599,7 @@ class AsyncBrain:
         include_tombstoned: bool | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.StatementPage:
         """STATEMENT_LIST: statements through the filter chain, oldest record first;
@@ -588,14 +617,17 @@ class AsyncBrain:
                 limit=limit,
                 cursor=cursor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def statement_history(
-        self, statement: IdLike, *, space: str | None = None
+        self, statement: IdLike, *, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.Statement, ...]:
         """STATEMENT_HISTORY: every version of the chain holding ``statement``, oldest first."""
-        return await self._run(operations.statement_history(statement, space=self._space(space)))
+        return await self._run(
+            operations.statement_history(statement, space=self._space(space)), min_lsn=min_lsn
+        )
 
     # --- entities -------------------------------------------------------------------
 
@@ -622,16 +654,25 @@ class AsyncBrain:
         )
 
     async def get_entity(
-        self, entity: IdLike, *, as_of: TimeLike | None = None, space: str | None = None
+        self,
+        entity: IdLike,
+        *,
+        as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
+        space: str | None = None,
     ) -> results.Entity:
         """ENTITY_GET: one entity by id, as it is now or as it was believed at ``as_of``."""
-        return await self._run(operations.get_entity(entity, as_of=as_of, space=self._space(space)))
+        return await self._run(
+            operations.get_entity(entity, as_of=as_of, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def entity_history(
-        self, entity: IdLike, *, space: str | None = None
+        self, entity: IdLike, *, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.Entity, ...]:
         """ENTITY_HISTORY: every version of the entity on the record axis, oldest first."""
-        return await self._run(operations.entity_history(entity, space=self._space(space)))
+        return await self._run(
+            operations.entity_history(entity, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def update_entity(
         self,
@@ -691,13 +732,15 @@ class AsyncBrain:
         type_: str | None = None,
         limit: int | None = None,
         as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Resolution:
         """ENTITY_RESOLVE: which entities ``name`` means, by exact name, alias, then fuzzy."""
         return await self._run(
             operations.resolve_entity(
                 name, type_=type_, limit=limit, as_of=as_of, space=self._space(space)
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def list_entities(
@@ -708,6 +751,7 @@ class AsyncBrain:
         limit: int | None = None,
         cursor: bytes | None = None,
         as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.EntityPage:
         """ENTITY_LIST: entities, optionally of one type or with a name prefix; pass the
@@ -720,7 +764,8 @@ class AsyncBrain:
                 cursor=cursor,
                 as_of=as_of,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def tombstone_entity(
@@ -762,9 +807,13 @@ class AsyncBrain:
             )
         )
 
-    async def get_relation(self, relation: IdLike, *, space: str | None = None) -> results.Relation:
+    async def get_relation(
+        self, relation: IdLike, *, min_lsn: int | None = None, space: str | None = None
+    ) -> results.Relation:
         """RELATION_GET: one relation by id."""
-        return await self._run(operations.get_relation(relation, space=self._space(space)))
+        return await self._run(
+            operations.get_relation(relation, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def supersede_relation(
         self,
@@ -821,6 +870,7 @@ class AsyncBrain:
         as_of: TimeLike | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.RelationPage:
         """RELATION_LIST: the relations of ``entity`` in ``direction``, through the same
@@ -835,7 +885,8 @@ class AsyncBrain:
                 limit=limit,
                 cursor=cursor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     async def traverse(
@@ -848,6 +899,7 @@ class AsyncBrain:
         valid_at: TimeLike | None = None,
         as_of: TimeLike | None = None,
         limit: int | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Traversal:
         """RELATION_TRAVERSE: the entities up to ``depth`` hops from ``from_`` and the
@@ -862,16 +914,19 @@ class AsyncBrain:
                 as_of=as_of,
                 limit=limit,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     # --- reviews and the schema -----------------------------------------------------
 
     async def list_reviews(
-        self, *, limit: int | None = None, space: str | None = None
+        self, *, limit: int | None = None, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.ReviewItem, ...]:
         """REVIEW_LIST: the contradictions and ambiguous names waiting for a decision."""
-        return await self._run(operations.list_reviews(limit=limit, space=self._space(space)))
+        return await self._run(
+            operations.list_reviews(limit=limit, space=self._space(space)), min_lsn=min_lsn
+        )
 
     async def decide_review(
         self,
@@ -912,9 +967,9 @@ class AsyncBrain:
             )
         )
 
-    async def get_schema(self, *, space: str | None = None) -> Schema:
+    async def get_schema(self, *, min_lsn: int | None = None, space: str | None = None) -> Schema:
         """SCHEMA_GET: the namespace's schema, or with ``space`` the one in force there."""
-        return await self._run(operations.get_schema(space=space))
+        return await self._run(operations.get_schema(space=space), min_lsn=min_lsn)
 
     # --- the escape hatch -----------------------------------------------------------
 

@@ -29,6 +29,7 @@ from brain.client.render import render_hits
 from brain.client.sync import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 from brain.errors import BrainError, ConnectionClosed, InvalidArgument, NotFound, Overloaded
 from brain.sdk import operations, requests, results
+from brain.sdk.consistency import ReadYourWrites
 from brain.sdk.operations import Decision, Direction, Op
 from brain.sdk.requests import EvidenceLike, IdLike, ObjectLike, SubjectLike
 from brain.sdk.retry import Attempts
@@ -65,10 +66,17 @@ class Brain:
     Thread-safe as its transport is: one connection serialises its callers.
     """
 
-    def __init__(self, transport: Transport, *, space: str = DEFAULT_SPACE) -> None:
-        """Use ``transport``; ``space`` is the space of every request that names none."""
+    def __init__(
+        self, transport: Transport, *, space: str = DEFAULT_SPACE, read_your_writes: bool = False
+    ) -> None:
+        """Use ``transport``; ``space`` is the space of every request that names none.
+        With ``read_your_writes`` every read that names no ``min_lsn`` carries the
+        highest LSN an answer gave this facade (:mod:`brain.sdk.consistency`), so it
+        sees this facade's writes on any node of the shard, a follower included."""
         self.transport = transport
         self.space = space
+        self.consistency = ReadYourWrites(read_your_writes)
+        """The last LSN this facade's answers carried, and whether reads send it."""
         self.txn_id: bytes | None = None
         """The transaction every request of this facade joins (see :meth:`transaction`)."""
 
@@ -81,9 +89,15 @@ class Brain:
         api_key: str,
         space: str = DEFAULT_SPACE,
         timeout: float | None = DEFAULT_TIMEOUT_S,
+        read_your_writes: bool = False,
     ) -> Brain:
-        """Connect to a server and authenticate with ``api_key``."""
-        return cls(WireTransport(host, port, api_key=api_key, timeout=timeout), space=space)
+        """Connect to a server and authenticate with ``api_key``; ``read_your_writes``
+        as for the constructor."""
+        return cls(
+            WireTransport(host, port, api_key=api_key, timeout=timeout),
+            space=space,
+            read_your_writes=read_your_writes,
+        )
 
     @classmethod
     def open(
@@ -136,11 +150,15 @@ class Brain:
                 if not attempts.may_reconnect() or not self.transport.reconnect():
                     raise
 
-    def _run(self, op: Op[T]) -> T:
-        """Send ``op`` (in this facade's transaction, if any) and convert its answer."""
+    def _run(self, op: Op[T], *, min_lsn: int | None = None) -> T:
+        """Send ``op`` (in this facade's transaction, if any; a read with ``min_lsn``,
+        or the last LSN seen under read-your-writes) and convert its answer."""
         if self.txn_id is not None:
             op = operations.joined(op, self.txn_id)
-        return op.finish(self._send(op.opcode, op.request))
+        request = self.consistency.apply(op.request, min_lsn)
+        answer = self._send(op.opcode, request)
+        self.consistency.saw(answer)
+        return op.finish(answer)
 
     def _space(self, space: str | None) -> str:
         return self.space if space is None else space
@@ -197,9 +215,11 @@ class Brain:
             )
         )
 
-    def get_memory(self, memory: IdLike, *, space: str | None = None) -> results.Memory:
+    def get_memory(
+        self, memory: IdLike, *, min_lsn: int | None = None, space: str | None = None
+    ) -> results.Memory:
         """MEMORY_GET: one memory by id."""
-        return self._run(operations.get_memory(memory, space=self._space(space)))
+        return self._run(operations.get_memory(memory, space=self._space(space)), min_lsn=min_lsn)
 
     def forget(
         self,
@@ -235,6 +255,7 @@ class Brain:
         include_tombstoned: bool | None = None,
         entity_anchor: IdLike | None = None,
         explain: bool | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Recalled:
         """RECALL: statements and memories for ``cue``, best first (spec/04-retrieval.md).
@@ -259,7 +280,8 @@ class Brain:
                 entity_anchor=entity_anchor,
                 explain=explain,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def explain(
@@ -279,6 +301,7 @@ class Brain:
         include_superseded: bool | None = None,
         include_tombstoned: bool | None = None,
         entity_anchor: IdLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Explained:
         """EXPLAIN: how :meth:`recall` with these arguments is served (survivors per
@@ -300,7 +323,8 @@ class Brain:
                 include_tombstoned=include_tombstoned,
                 entity_anchor=entity_anchor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def render(
@@ -429,9 +453,13 @@ class Brain:
             operations.retract_statement(statement, space=self._space(space), request_id=request_id)
         )
 
-    def get_statement(self, statement: IdLike, *, space: str | None = None) -> results.Statement:
+    def get_statement(
+        self, statement: IdLike, *, min_lsn: int | None = None, space: str | None = None
+    ) -> results.Statement:
         """STATEMENT_GET: one statement by id."""
-        return self._run(operations.get_statement(statement, space=self._space(space)))
+        return self._run(
+            operations.get_statement(statement, space=self._space(space)), min_lsn=min_lsn
+        )
 
     def list_statements(
         self,
@@ -446,6 +474,7 @@ class Brain:
         include_tombstoned: bool | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.StatementPage:
         """STATEMENT_LIST: statements through the filter chain, oldest record first;
@@ -463,14 +492,17 @@ class Brain:
                 limit=limit,
                 cursor=cursor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def statement_history(
-        self, statement: IdLike, *, space: str | None = None
+        self, statement: IdLike, *, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.Statement, ...]:
         """STATEMENT_HISTORY: every version of the chain holding ``statement``, oldest first."""
-        return self._run(operations.statement_history(statement, space=self._space(space)))
+        return self._run(
+            operations.statement_history(statement, space=self._space(space)), min_lsn=min_lsn
+        )
 
     # --- entities -------------------------------------------------------------------
 
@@ -497,16 +529,25 @@ class Brain:
         )
 
     def get_entity(
-        self, entity: IdLike, *, as_of: TimeLike | None = None, space: str | None = None
+        self,
+        entity: IdLike,
+        *,
+        as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
+        space: str | None = None,
     ) -> results.Entity:
         """ENTITY_GET: one entity by id, as it is now or as it was believed at ``as_of``."""
-        return self._run(operations.get_entity(entity, as_of=as_of, space=self._space(space)))
+        return self._run(
+            operations.get_entity(entity, as_of=as_of, space=self._space(space)), min_lsn=min_lsn
+        )
 
     def entity_history(
-        self, entity: IdLike, *, space: str | None = None
+        self, entity: IdLike, *, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.Entity, ...]:
         """ENTITY_HISTORY: every version of the entity on the record axis, oldest first."""
-        return self._run(operations.entity_history(entity, space=self._space(space)))
+        return self._run(
+            operations.entity_history(entity, space=self._space(space)), min_lsn=min_lsn
+        )
 
     def update_entity(
         self,
@@ -566,13 +607,15 @@ class Brain:
         type_: str | None = None,
         limit: int | None = None,
         as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Resolution:
         """ENTITY_RESOLVE: which entities ``name`` means, by exact name, alias, then fuzzy."""
         return self._run(
             operations.resolve_entity(
                 name, type_=type_, limit=limit, as_of=as_of, space=self._space(space)
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def list_entities(
@@ -583,6 +626,7 @@ class Brain:
         limit: int | None = None,
         cursor: bytes | None = None,
         as_of: TimeLike | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.EntityPage:
         """ENTITY_LIST: entities, optionally of one type or with a name prefix; pass the
@@ -595,7 +639,8 @@ class Brain:
                 cursor=cursor,
                 as_of=as_of,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def tombstone_entity(
@@ -637,9 +682,13 @@ class Brain:
             )
         )
 
-    def get_relation(self, relation: IdLike, *, space: str | None = None) -> results.Relation:
+    def get_relation(
+        self, relation: IdLike, *, min_lsn: int | None = None, space: str | None = None
+    ) -> results.Relation:
         """RELATION_GET: one relation by id."""
-        return self._run(operations.get_relation(relation, space=self._space(space)))
+        return self._run(
+            operations.get_relation(relation, space=self._space(space)), min_lsn=min_lsn
+        )
 
     def supersede_relation(
         self,
@@ -696,6 +745,7 @@ class Brain:
         as_of: TimeLike | None = None,
         limit: int | None = None,
         cursor: bytes | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.RelationPage:
         """RELATION_LIST: the relations of ``entity`` in ``direction``, through the same
@@ -710,7 +760,8 @@ class Brain:
                 limit=limit,
                 cursor=cursor,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     def traverse(
@@ -723,6 +774,7 @@ class Brain:
         valid_at: TimeLike | None = None,
         as_of: TimeLike | None = None,
         limit: int | None = None,
+        min_lsn: int | None = None,
         space: str | None = None,
     ) -> results.Traversal:
         """RELATION_TRAVERSE: the entities up to ``depth`` hops from ``from_`` and the
@@ -737,16 +789,19 @@ class Brain:
                 as_of=as_of,
                 limit=limit,
                 space=self._space(space),
-            )
+            ),
+            min_lsn=min_lsn,
         )
 
     # --- reviews and the schema -----------------------------------------------------
 
     def list_reviews(
-        self, *, limit: int | None = None, space: str | None = None
+        self, *, limit: int | None = None, min_lsn: int | None = None, space: str | None = None
     ) -> tuple[results.ReviewItem, ...]:
         """REVIEW_LIST: the contradictions and ambiguous names waiting for a decision."""
-        return self._run(operations.list_reviews(limit=limit, space=self._space(space)))
+        return self._run(
+            operations.list_reviews(limit=limit, space=self._space(space)), min_lsn=min_lsn
+        )
 
     def decide_review(
         self,
@@ -787,9 +842,9 @@ class Brain:
             )
         )
 
-    def get_schema(self, *, space: str | None = None) -> Schema:
+    def get_schema(self, *, min_lsn: int | None = None, space: str | None = None) -> Schema:
         """SCHEMA_GET: the namespace's schema, or with ``space`` the one in force there."""
-        return self._run(operations.get_schema(space=space))
+        return self._run(operations.get_schema(space=space), min_lsn=min_lsn)
 
     # --- the escape hatch -----------------------------------------------------------
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from brain.client import Client
 from brain.client.sync import DEFAULT_PORT, DEFAULT_TIMEOUT_S
-from brain.errors import ConnectionClosed
+from brain.errors import ConnectionClosed, InvalidArgument
+from brain.wire.messages.common import MIN_LSN_WAIT_S, ReadRequest
 from brain.wire.messages.control import Ping, Pong
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
@@ -32,7 +33,26 @@ def embedded_request(
     answered here with this process's clock, as the server answers it with its own."""
     if opcode is Opcode.PING and isinstance(message, Ping):
         return Pong(nonce=message.nonce, server_time=time.time_ns())
+    if isinstance(message, ReadRequest) and message.min_lsn is not None:
+        _reach(database, message.min_lsn)
     return database.execute(namespace, opcode, message)
+
+
+def _reach(database: Database, lsn: int) -> None:
+    """A read's ``min_lsn`` in this process, by the server's rule (spec/01-wire.md
+    §4): at once when applied; refused at once by a database that plans its log
+    alone (no planner lease: every LSN it holds is applied); otherwise waited for
+    up to ``MIN_LSN_WAIT_S``."""
+    applied = database.applied_lsn
+    if lsn <= applied:
+        return
+    if database.lease is None:
+        raise InvalidArgument(
+            f"min_lsn {lsn} is beyond LSN {applied}, the last the log holds; this "
+            "database plans its writes, so no write has that LSN yet",
+            field="min_lsn",
+        )
+    database.wait_applied(lsn, MIN_LSN_WAIT_S)
 
 
 class Transport(Protocol):

@@ -24,6 +24,7 @@ from brain.engine.store.scope import Scope
 from brain.errors import Unavailable
 from brain.server.completions import Completions
 from brain.server.fanout import ChangeFanout
+from brain.server.min_lsn import LsnWaits
 from brain.wire.messages.subscribe_ops import RECORD_KINDS, ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
@@ -119,6 +120,8 @@ class EngineBackend:
         # most one callback, and none when no subscription follows what it wrote.
         self.fanout = ChangeFanout()
         self._stop_listening = database.on_applied(self.fanout.applied)
+        self.lsn_waits = LsnWaits(database)
+        """Reads waiting for their ``min_lsn`` (:mod:`.min_lsn`)."""
         self._completions: Completions | None = None
         """Made on the first write, for the loop that serves the backend."""
 
@@ -138,6 +141,7 @@ class EngineBackend:
                 actor=principal.key_id,
             )
             return RawAnswer(await self._completions_of(asyncio.get_running_loop()).wait(future))
+        await self.lsn_waits.reach(principal, request)
         loop = asyncio.get_running_loop()
         pool = self._recallers if opcode in _RECALLS else self._readers
         return await loop.run_in_executor(
@@ -159,7 +163,9 @@ class EngineBackend:
         self, principal: Principal, opcode: Opcode, request: Message
     ) -> Message | None:
         """The point read, in a snapshot taken without waiting; None while the store
-        is held for a map resize or a compaction."""
+        is held for a map resize or a compaction, or until its ``min_lsn`` is applied."""
+        if not self.lsn_waits.met(request):
+            return None
         return self.database.read_point(principal.namespace, opcode, request)
 
     def connection_closed(self, principal: Principal) -> None:
@@ -229,6 +235,7 @@ class EngineBackend:
     async def close(self) -> None:
         """Stop the read pool, then close the database (checkpointing it)."""
         self._stop_listening()
+        self.lsn_waits.close()
         self._readers.shutdown(wait=True)
         self._recallers.shutdown(wait=True)
         await asyncio.to_thread(self.database.close)

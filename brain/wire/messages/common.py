@@ -1,10 +1,12 @@
 """Bases and rules shared by the data requests (spec/01-wire.md §4).
 
 Every data request may name a ``space``; every write carries the idempotency key
-``request_id``; every write may join a transaction and carries ``txn_id``, and
-so do the reads that may run inside one (by id, the lists and the traversal;
-spec/05-durability.md §8). The bases below add those fields in that order, so a
-request class states only its own.
+``request_id``; every read may name the LSN it must see, ``min_lsn``
+(read-your-writes on a follower, spec/05-durability.md §14.4); every write may
+join a transaction and carries ``txn_id``, and so do the reads that may run
+inside one (by id, the lists and the traversal; spec/05-durability.md §8). The
+bases below add those fields in that order, so a request class states only its
+own.
 
 Slotted messages cannot inherit from two classes with fields, so a request that
 reuses a draft (STATEMENT_CREATE reuses the fields of STATEMENT_SUPERSEDE's
@@ -26,9 +28,11 @@ from brain.wire.schema import Len, Message, wire_message
 
 __all__ = [
     "MAX_REASON_CHARS",
+    "MIN_LSN_WAIT_S",
     "ByIdRequest",
     "HasValidity",
     "HasVector",
+    "ReadRequest",
     "Reason",
     "ScopedRequest",
     "Tombstoned",
@@ -41,6 +45,15 @@ __all__ = [
 
 MAX_REASON_CHARS: Final = 4096
 """Longest tombstone reason: a note for the audit log, not a document."""
+
+MIN_LSN_WAIT_S: Final = 5.0
+"""How long a read waits for the node to apply its ``min_lsn`` (spec/01-wire.md §4).
+A healthy follower lags by its poll (0.1 s) plus the time to read and apply a
+batch; after a failed round it tries again a second later, and a stream leader
+election takes a few seconds. Five seconds covers one retry and one election, and
+is short enough that a client whose follower is not catching up hears so and
+reads on the planner instead. One bound for every request: a client that would
+wait less stops waiting on its side."""
 
 Reason = Annotated[str, Len(1, MAX_REASON_CHARS)]
 """A free-text note kept in the audit log."""
@@ -71,7 +84,16 @@ class TxnWriteRequest(WriteRequest):
 
 
 @wire_message
-class TxnReadRequest(ScopedRequest):
+class ReadRequest(ScopedRequest):
+    """A read: with ``min_lsn`` the node answers only once it has applied the log up
+    to that LSN (a write's answer carries its ``lsn``), so a client reading on a
+    follower sees its own writes (spec/01-wire.md §4, spec/05-durability.md §14.4)."""
+
+    min_lsn: UInt | None = None
+
+
+@wire_message
+class TxnReadRequest(ReadRequest):
     """A read that may run inside the transaction ``txn_id``: it then sees the state
     as the transaction's buffered writes would leave it (spec/05-durability.md §8)."""
 
@@ -79,7 +101,7 @@ class TxnReadRequest(ScopedRequest):
 
 
 @wire_message
-class ByIdRequest(ScopedRequest):
+class ByIdRequest(ReadRequest):
     """A read of one record by ``id``.
 
     ``txn_id`` (an addition to spec/01-wire.md §9, which says reads inside a transaction

@@ -7,7 +7,7 @@ from typing import Annotated, Final
 from brain.errors import InvalidArgument
 from brain.wire.messages.common import (
     ByIdRequest,
-    ScopedRequest,
+    ReadRequest,
     TxnReadRequest,
     TxnWriteRequest,
 )
@@ -141,7 +141,7 @@ class EntityUnmergeOk(Message):
 
 
 @wire_message
-class EntityResolve(ScopedRequest):
+class EntityResolve(ReadRequest):
     """ENTITY_RESOLVE: which entities a name means, by exact name, alias, then fuzzy."""
 
     name: Name
@@ -190,7 +190,7 @@ class EntityListOk(Message):
 
 
 @wire_message
-class EntityHistory(ScopedRequest):
+class EntityHistory(ReadRequest):
     """ENTITY_HISTORY: every version of the entity ``id`` on the record axis (committed
     versions only: a transaction's writes have no record time until its commit)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Final
 
 from brain.errors import InvalidArgument
-from brain.wire.messages.common import ScopedRequest, check_validity, check_vector
+from brain.wire.messages.common import ReadRequest, check_validity, check_vector
 from brain.wire.messages.records import Citation, Memory, Statement
 from brain.wire.messages.values import (
     MAX_LIST_LIMIT,
@@ -94,7 +94,7 @@ def _fusion_fields(request: Recall) -> None:
 
 
 @wire_message
-class Recall(ScopedRequest):
+class Recall(ReadRequest):
     """RECALL: search statements and memories by ``cue``, fuse the arms, filter.
 
     Defaults are the server's and stay absent on the wire: ``top_k`` 10, fusion

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Annotated, Final
 
 from brain.errors import InvalidArgument
-from brain.wire.messages.common import ScopedRequest
+from brain.wire.messages.common import ReadRequest, ScopedRequest
 from brain.wire.messages.values import Kind, Name, Predicate, RelationType, UInt
 from brain.wire.schema import Choice, Len, Message, wire_message
 
@@ -95,7 +95,7 @@ class SchemaPutOk(Message):
 
 
 @wire_message
-class SchemaGet(ScopedRequest):
+class SchemaGet(ReadRequest):
     """SCHEMA_GET: the namespace's schema (no ``space``), or the one in force in the space."""
 
 

@@ -397,6 +397,8 @@ export interface EntityCreateOkInput {
 export interface EntityGet {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
   /** `bytes(16)` */
@@ -408,6 +410,8 @@ export interface EntityGet {
 export interface EntityGetInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -429,6 +433,8 @@ export interface EntityGetOkInput {
 export interface EntityHistory {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
 }
@@ -436,6 +442,8 @@ export interface EntityHistory {
 export interface EntityHistoryInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
 }
@@ -453,6 +461,8 @@ export interface EntityHistoryOkInput {
 export interface EntityList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   txn_id?: Buffer;
   /** `text(1..1024)` */
@@ -470,6 +480,8 @@ export interface EntityList {
 export interface EntityListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
   /** `text(1..1024)` */
@@ -573,6 +585,8 @@ export interface EntityRefInput {
 export interface EntityResolve {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `text(1..1024)` */
   name: string;
   /** `text(1..1024)` */
@@ -586,6 +600,8 @@ export interface EntityResolve {
 export interface EntityResolveInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `text(1..1024)` */
   name: string;
   /** `text(1..1024)` */
@@ -831,6 +847,8 @@ export interface ExplainOkInput {
 export interface ExplainRequest {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `text(0..65536)` */
   cue: string;
   /** `int[1..1000]` */
@@ -880,6 +898,8 @@ export interface ExplainRequest {
 export interface ExplainRequestInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `text(0..65536)` */
   cue: string;
   /** `int[1..1000]` */
@@ -1091,6 +1111,8 @@ export interface MemoryInput {
 export interface MemoryGet {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
   /** `bytes(16)` */
@@ -1100,6 +1122,8 @@ export interface MemoryGet {
 export interface MemoryGetInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -1271,6 +1295,8 @@ export interface RanksInput {
 export interface Recall {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `text(0..65536)` */
   cue: string;
   /** `int[1..1000]` */
@@ -1320,6 +1346,8 @@ export interface Recall {
 export interface RecallInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `text(0..65536)` */
   cue: string;
   /** `int[1..1000]` */
@@ -1551,6 +1579,8 @@ export interface RelationDraftInput {
 export interface RelationGet {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
   /** `bytes(16)` */
@@ -1560,6 +1590,8 @@ export interface RelationGet {
 export interface RelationGetInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -1579,6 +1611,8 @@ export interface RelationGetOkInput {
 export interface RelationList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   txn_id?: Buffer;
   /** `bytes(16)` */
@@ -1600,6 +1634,8 @@ export interface RelationList {
 export interface RelationListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
@@ -1727,6 +1763,8 @@ export interface RelationTombstonedInput {
 export interface RelationTraverse {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   txn_id?: Buffer;
   /** `bytes(16)` */
@@ -1748,6 +1786,8 @@ export interface RelationTraverse {
 export interface RelationTraverseInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
   /** `bytes(16)` */
@@ -1871,6 +1911,8 @@ export interface ReviewItemInput {
 export interface ReviewList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   txn_id?: Buffer;
   /** `int[1..1000]` */
@@ -1880,6 +1922,8 @@ export interface ReviewList {
 export interface ReviewListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
   /** `int[1..1000]` */
@@ -1925,11 +1969,15 @@ export interface SchemaInput {
 export interface SchemaGet {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
 }
 
 export interface SchemaGetInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
 }
 
 export interface SchemaPut {
@@ -2187,6 +2235,8 @@ export interface StatementDraftInput {
 export interface StatementGet {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
   /** `bytes(16)` */
@@ -2196,6 +2246,8 @@ export interface StatementGet {
 export interface StatementGetInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -2215,6 +2267,8 @@ export interface StatementGetOkInput {
 export interface StatementHistory {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   id: Buffer;
   /** `bytes(16)` */
@@ -2224,6 +2278,8 @@ export interface StatementHistory {
 export interface StatementHistoryInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   id: Uint8Array | Float32Array;
   /** `bytes(16)` */
@@ -2243,6 +2299,8 @@ export interface StatementHistoryOkInput {
 export interface StatementList {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint;
   /** `bytes(16)` */
   txn_id?: Buffer;
   /** `EntityRef|MemoryRef|NameRef` */
@@ -2268,6 +2326,8 @@ export interface StatementList {
 export interface StatementListInput {
   /** `text /[a-z0-9_.\-]{1,64}/` */
   space?: string | null;
+  /** `int[0..18446744073709551615]` */
+  min_lsn?: number | bigint | null;
   /** `bytes(16)` */
   txn_id?: Uint8Array | Float32Array | null;
   /** `EntityRef|MemoryRef|NameRef` */

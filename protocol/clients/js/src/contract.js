@@ -1023,6 +1023,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -1052,6 +1057,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -1069,6 +1079,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "txn_id",
@@ -1186,6 +1201,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "name",
@@ -1437,6 +1457,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "cue",
@@ -1720,6 +1745,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -1877,6 +1907,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "cue",
@@ -2196,6 +2231,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -2218,6 +2258,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "txn_id",
@@ -2372,6 +2417,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "txn_id",
         "required": false,
         "type": "bytes(16)"
@@ -2519,6 +2569,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "txn_id",
         "required": false,
         "type": "bytes(16)"
@@ -2568,6 +2623,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       }
     ],
     "SchemaPut": [
@@ -2859,6 +2919,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -2883,6 +2948,11 @@ export const SCHEMA = {
         "type": "text /[a-z0-9_.\\-]{1,64}/"
       },
       {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
+      },
+      {
         "key": "id",
         "required": true,
         "type": "bytes(16)"
@@ -2905,6 +2975,11 @@ export const SCHEMA = {
         "key": "space",
         "required": false,
         "type": "text /[a-z0-9_.\\-]{1,64}/"
+      },
+      {
+        "key": "min_lsn",
+        "required": false,
+        "type": "int[0..18446744073709551615]"
       },
       {
         "key": "txn_id",

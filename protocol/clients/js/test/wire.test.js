@@ -185,3 +185,20 @@ test('the keys schema.json marks as times are signed 64-bit integers, and includ
   for (const key of ['as_of', 'valid_at', 'valid_from', 'valid_to', 'recorded_at', 'occurred_at', 'server_time', 'time']) assert.ok(times.has(key), key);
   assert.ok(!times.has('int') && !times.has('limit') && !times.has('lsn'));
 });
+
+test('every read takes min_lsn, an unsigned 64-bit integer, and no write does', () => {
+  const reads = OPCODES.filter((op) => op.permission === 'read' && !['SUBSCRIBE', 'UNSUBSCRIBE'].includes(op.name));
+  assert.ok(reads.length >= 15);
+  for (const op of OPCODES) {
+    const row = /** @type {any[]} */ (SCHEMA.opcodes).find((r) => r.name === op.name);
+    const fields = /** @type {any[]} */ (SCHEMA.shapes[row.request] ?? []);
+    const field = fields.find((f) => f.key === 'min_lsn');
+    if (reads.includes(op)) assert.match(field?.type ?? '', /^int\[0\.\.18446744073709551615\]/, op.name);
+    else assert.equal(field, undefined, op.name);
+  }
+  const sent = decode(bytes('MEMORY_GET', { id: ID, min_lsn: 2n ** 63n }));
+  assert.equal(sent.min_lsn, 2n ** 63n);
+  const refused = (/** @type {any} */ e) => e instanceof EncodeError && e.field === 'min_lsn';
+  // The client checks the type; the range is the server's to refuse (INVALID_ARGUMENT).
+  assert.throws(() => bytes('RECALL', { cue: 'x', min_lsn: '3' }), refused);
+});
