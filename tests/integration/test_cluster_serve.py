@@ -20,7 +20,7 @@ from bench.peers.nats import NatsCluster, start_cluster
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.engine.replication.shard_map import CACHE_BOUND_S, ShardMap
-from brain.wire.opcodes import Opcode
+from brain.wire.opcodes import RESPONSE_BIT, Opcode
 from tests.integration.conftest import ServerProcess, run_brain, start_server
 from tests.integration.rawwire import RawClient, Reply
 from tests.request_ids import request_id as rid
@@ -32,9 +32,11 @@ TAKEOVER_WAIT_S = 20.0
 """How long a client keeps retrying a write after the planner died: a term, the margin,
 the polls, and the forwarding's retry advice, with room for a busy machine."""
 
-ENCODE_OK = 0x0080 | Opcode.ENCODE
-MEMORY_GET_OK = 0x0080 | Opcode.MEMORY_GET
-ERROR = 0x00FF
+ENCODE_OK = RESPONSE_BIT | Opcode.ENCODE
+FORGET_OK = RESPONSE_BIT | Opcode.FORGET
+MEMORY_GET_OK = RESPONSE_BIT | Opcode.MEMORY_GET
+TXN_BEGUN = RESPONSE_BIT | Opcode.TXN_BEGIN
+TXN_COMMITTED = RESPONSE_BIT | Opcode.TXN_COMMIT
 
 
 @dataclass
@@ -108,6 +110,43 @@ def test_a_write_sent_to_a_follower_is_answered_by_the_planner(cluster: Cluster)
         assert found.body["memory"]["text"] == "written through the follower"
 
 
+def test_an_error_from_the_planner_keeps_its_wire_code(cluster: Cluster) -> None:
+    # A follower refuses every write itself with UNAVAILABLE: NOT_FOUND can only
+    # come from the planner, relayed as it said it.
+    follower = connect(cluster.nodes["b1"])
+    missing = bytes(16)
+    body = {"request_id": rid(2), "memory": missing, "mode": "hard"}
+    reply = ask(follower, Opcode.FORGET, body)
+    assert reply.error_name == "NOT_FOUND", reply.body
+    assert "retry_after_ms" not in reply.body or not reply.body["retry_after_ms"]
+
+
+def test_a_transaction_through_a_follower_runs_on_the_planner(cluster: Cluster) -> None:
+    follower = connect(cluster.nodes["b1"])
+    written = encode(follower, 3, "forgotten in a transaction")
+    assert written.opcode == ENCODE_OK, written.body
+    memory_id = written.body["memory_id"]
+    assert get_eventually(follower, memory_id).opcode == MEMORY_GET_OK
+    begun = ask(follower, Opcode.TXN_BEGIN, {})
+    assert begun.opcode == TXN_BEGUN, begun.body
+    txn = begun.body["txn_id"]
+    body = {"request_id": rid(4), "memory": memory_id, "mode": "hard", "txn_id": txn}
+    forgot = ask(follower, Opcode.FORGET, body)
+    assert forgot.opcode == FORGET_OK, forgot.body
+    inside = ask(follower, Opcode.MEMORY_GET, {"id": memory_id, "txn_id": txn})
+    assert inside.opcode == MEMORY_GET_OK and inside.body["memory"].get("text") is None
+    outside = ask(follower, Opcode.MEMORY_GET, {"id": memory_id})
+    assert outside.body["memory"]["text"] == "forgotten in a transaction"
+    committed = ask(follower, Opcode.TXN_COMMIT, {"txn_id": txn})
+    assert committed.opcode == TXN_COMMITTED, committed.body
+    deadline = time.monotonic() + 5.0
+    for name in ("b0", "b1"):
+        client = connect(cluster.nodes[name])
+        while ask(client, Opcode.MEMORY_GET, {"id": memory_id}).body["memory"].get("text"):
+            assert time.monotonic() < deadline, name
+            time.sleep(0.05)
+
+
 def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
     with JetStreamLog.open(JetStreamLogOptions(cluster.nats.servers, shard="s0")) as handle:
         shard_map = ShardMap.open(handle, "s0", replicas=3)
@@ -136,10 +175,12 @@ def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster
 
 
 def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster) -> None:
+    follower = connect(cluster.nodes["b1"])
+    before = encode(follower, 19, "acknowledged before the kill")
+    assert before.opcode == ENCODE_OK, before.body
     planner = cluster.nodes["b0"]
     planner.process.send_signal(signal.SIGKILL)
     planner.process.wait()
-    follower = connect(cluster.nodes["b1"])
     deadline = time.monotonic() + TAKEOVER_WAIT_S
     refused = 0
     while True:
@@ -156,3 +197,9 @@ def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster
     assert again.opcode == ENCODE_OK, again.body
     assert again.body["lsn"] == first["lsn"]  # the stored answer, not a second write
     assert again.body["memory_id"] == first["memory_id"]
+    # Acknowledged by the dead planner, retried through the follower: the new planner
+    # answers from the idempotency record it replayed from the log.
+    retried = encode(follower, 19, "acknowledged before the kill")
+    assert retried.opcode == ENCODE_OK, retried.body
+    assert retried.body["lsn"] == before.body["lsn"]
+    assert retried.body["memory_id"] == before.body["memory_id"]
