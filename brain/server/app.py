@@ -53,6 +53,11 @@ MAX_HELD_REFUSALS: Final = 1024
 """Refused connections held at once; past it they are refused at once. Each holds a
 file descriptor and a small task, so this bounds what holding them costs."""
 
+PLANNER_WATCH_S: Final = 0.1
+"""How often a cluster node looks whether it plans its shard's writes, to answer its
+shard's forwarded writes or stop: the follower's own look at the lease is as often
+(spec/05-durability.md §14.3), so a new planner answers within about two of these."""
+
 SHUTDOWN_GRACE_S: Final = 10.0
 """How long stop() waits for open connections to finish before cutting them."""
 
@@ -84,8 +89,14 @@ class Server:
         self.admin_port = 0
         self._recovering = True
         self._stopping = False
+<<<<<<< HEAD
         self.registry: NodeRegistry | None = None
         """This node's heartbeat into the cluster's node registry (cluster nodes)."""
+=======
+        self._cluster: Any = None
+        """The cluster link, shard map and planner watch (``--cluster``), as a
+        :class:`_ClusterParts`; None on a single node."""
+>>>>>>> i-serve
 
     def status(self) -> BackendStatus:
         """Readiness: 503 while recovering, then whatever the backend says."""
@@ -99,6 +110,9 @@ class Server:
             await self._start()
         except BaseException:
             await self._close_listeners()
+            if self._cluster is not None:
+                await self._cluster.close()
+                self._cluster = None
             # A database opened before the failure (the key store is opened after it) is
             # closed too: its indexer may be inside hnswlib, and a thread left running
             # in C++ when the interpreter exits aborts the process instead of exit 1.
@@ -136,6 +150,8 @@ class Server:
             database = await asyncio.to_thread(Database.open, data, options)
             self.backend = EngineBackend(database)
             self.metrics.attach_database(database)
+            if self.config.cluster.enabled:
+                self._cluster = await _join_cluster(self.config, self.backend)
         self._recovering = False
         self.keys = KeyStore(data)
         loop = asyncio.get_running_loop()
@@ -309,13 +325,69 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
         await self._close_listeners()
+<<<<<<< HEAD
         if self.registry is not None:  # before the database closes the log it uses
             await asyncio.to_thread(self.registry.stop)
             self.registry = None
+=======
+        if self._cluster is not None:
+            await self._cluster.close()
+            self._cluster = None
+>>>>>>> i-serve
         await self.backend.close()
         if self.keys is not None:
             self.keys.close()
             self.keys = None
+
+
+class _ClusterParts:
+    """What a cluster node runs beside its database: the link, the shard map, and the
+    task that subscribes to the shard's writes while this node plans them."""
+
+    def __init__(self, link: Any, shard_map: Any, backend: EngineBackend) -> None:
+        self.link = link
+        self.shard_map = shard_map
+        self.backend = backend
+        self.watch = asyncio.get_running_loop().create_task(self._watch_planning())
+
+    async def _watch_planning(self) -> None:
+        while True:
+            planning = self.backend.planning()
+            if planning and not self.link.planning:
+                await self.link.serve_plans(self.backend.answer_forwarded)
+            elif not planning and self.link.planning:
+                await self.link.stop_plans()
+            await asyncio.sleep(PLANNER_WATCH_S)
+
+    async def close(self) -> None:
+        self.watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.watch
+        self.backend.forwarding = None
+        await asyncio.to_thread(self.shard_map.close)
+        await self.link.close()
+
+
+async def _join_cluster(config: Config, backend: EngineBackend) -> _ClusterParts:
+    """Connect the node's cluster link, load the shard map, answer the shard's reads
+    (and its writes while this node plans them), and forward what others answer."""
+    # Here, not at the top: a single node never loads the NATS client.
+    from brain.engine.replication.shard_map import ShardMap
+    from brain.server.cluster_link import ClusterLink
+    from brain.server.forwarding import Forwarding
+
+    cluster = config.cluster
+    link = await ClusterLink.connect(cluster.servers(), cluster.node, cluster.shard)
+    try:
+        shard_map = await asyncio.to_thread(
+            ShardMap.open, link, cluster.default_shard, replicas=cluster.replicas
+        )
+    except BaseException:
+        await link.close()
+        raise
+    backend.forwarding = Forwarding(link, shard_map, cluster.shard, backend.planning)
+    await link.serve_reads(backend.answer_forwarded)
+    return _ClusterParts(link, shard_map, backend)
 
 
 async def run_server(config: Config) -> None:

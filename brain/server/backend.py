@@ -20,18 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from brain import cbor
 from brain.engine.store.scope import Scope
-from brain.errors import Unavailable
+from brain.errors import InvalidArgument, PermissionDenied, Unavailable
 from brain.server.completions import Completions
 from brain.server.fanout import ChangeFanout
 from brain.server.min_lsn import LsnWaits
 from brain.wire.messages.subscribe_ops import RECORD_KINDS, ChangeEvent, Subscribe
-from brain.wire.opcodes import Opcode
+from brain.wire.opcodes import Opcode, Permission, required_permission
+from brain.wire.registry import request_class
 from brain.wire.schema import Message
 from brain.wire.session import Principal
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
+    from brain.server.cluster_link import Forwarded
+    from brain.server.forwarding import Forwarding
 
 __all__ = ["Backend", "BackendStatus", "EngineBackend", "RawAnswer", "UnbuiltBackend"]
 
@@ -110,10 +114,15 @@ class Backend(Protocol):
 
 
 class EngineBackend:
-    """Serves an open database."""
+    """Serves an open database; in a cluster, with :attr:`forwarding`, it sends what
+    another node must answer to that node (:mod:`brain.server.forwarding`)."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
+        self.forwarding: Forwarding | None = None
+        """Set once the node's cluster link and shard map are up (``brain serve
+        --cluster``); None on a single node."""
+        self._telling: set[asyncio.Task[None]] = set()
         self._readers = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="brain-read")
         self._recallers = ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="brain-recall")
         # One listener for every subscription: each commit costs the event loop at
@@ -128,10 +137,27 @@ class EngineBackend:
     async def execute(
         self, principal: Principal, opcode: Opcode, request: Message
     ) -> Message | RawAnswer:
-        """Writes through the writer thread; reads on the read pool."""
+        """Writes through the writer thread; reads on the read pool. In a cluster, a
+        request another node must answer is forwarded there and its answer relayed."""
         db = self.database
         if not db.handles(opcode):
             raise Unavailable(f"{opcode.name} is not available in this build")
+        forwarding = self.forwarding
+        if forwarding is not None:
+            is_write = db.is_write(opcode)
+            route = forwarding.route(principal.namespace, opcode, request, is_write)
+            if route is not None:
+                subject, doing = route
+                return RawAnswer(
+                    await forwarding.forward(subject, doing, principal, opcode, request)
+                )
+            forwarding.check_here(principal.namespace, is_write)
+        return await self._execute_here(principal, opcode, request)
+
+    async def _execute_here(
+        self, principal: Principal, opcode: Opcode, request: Message
+    ) -> Message | RawAnswer:
+        db = self.database
         if db.is_write(opcode):
             future = db.submit(
                 principal.namespace,
@@ -163,14 +189,70 @@ class EngineBackend:
         self, principal: Principal, opcode: Opcode, request: Message
     ) -> Message | None:
         """The point read, in a snapshot taken without waiting; None while the store
-        is held for a map resize or a compaction, or until its ``min_lsn`` is applied."""
+        is held for a map resize or a compaction, until its ``min_lsn`` is applied, or
+        when another node must answer it (then :meth:`execute` forwards it)."""
+        forwarding = self.forwarding
+        if forwarding is not None and forwarding.route(principal.namespace, opcode, request, False):
+            return None
         if not self.lsn_waits.met(request):
             return None
         return self.database.read_point(principal.namespace, opcode, request)
 
     def connection_closed(self, principal: Principal) -> None:
-        """Abort the transactions the connection left open."""
+        """Abort the transactions the connection left open, here and on the planners
+        it forwarded transactions to."""
         self.database.abort_owner(principal.session_id)
+        forwarding = self.forwarding
+        if forwarding is not None:
+            task = asyncio.get_running_loop().create_task(forwarding.connection_closed(principal))
+            self._telling.add(task)
+            task.add_done_callback(self._telling.discard)
+
+    def planning(self) -> bool:
+        """Whether this node plans its shard's writes now: it holds the planner lease
+        and its writer takes writes."""
+        lease = self.database.lease
+        return lease is not None and lease.held and self.database.read_only_reason is None
+
+    async def answer_forwarded(self, forwarded: Forwarded) -> bytes:
+        """Answer a request another node forwarded (:mod:`brain.server.cluster_link`):
+        checked again as that node checked it, run here, never forwarded again."""
+        if forwarded.kind == "abort":
+            self.database.abort_owner(forwarded.owner)
+            return b""
+        try:
+            opcode = Opcode(forwarded.opcode)
+            permissions = frozenset(Permission(p) for p in forwarded.permissions)
+        except ValueError:
+            raise InvalidArgument(f"forwarded opcode {forwarded.opcode:#06x} is unknown") from None
+        request = request_class(opcode).from_wire(
+            cbor.decode(forwarded.payload) if forwarded.payload else {}
+        )
+        needed = required_permission(opcode)
+        if needed is not None and needed not in permissions:
+            raise PermissionDenied(f"{opcode.name} needs the {needed.value} permission")
+        principal = Principal(forwarded.namespace, forwarded.key_id, permissions, forwarded.owner)
+        db = self.database
+        if not db.handles(opcode):
+            raise Unavailable(f"{opcode.name} is not available in this build")
+        forwarding = self.forwarding
+        if forwarding is not None:
+            # Here, not at the top: a single node never loads the NATS client.
+            from brain.server.cluster_link import FORWARD_RETRY_MS
+            from brain.server.forwarding import binds_to_planner
+
+            is_write = db.is_write(opcode)
+            if binds_to_planner(opcode, request, is_write) and not self.planning():
+                raise Unavailable(
+                    f"node {forwarding.link.node} no longer plans the writes of shard "
+                    f"{forwarding.shard}",
+                    retry_after_ms=FORWARD_RETRY_MS,
+                )
+            forwarding.check_here(principal.namespace, is_write)
+        answer = await self._execute_here(principal, opcode, request)
+        if isinstance(answer, RawAnswer):
+            return answer.payload
+        return cbor.encode(answer.to_wire())
 
     async def subscribe(
         self, principal: Principal, request: Subscribe

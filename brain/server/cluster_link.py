@@ -1,0 +1,379 @@
+"""Node-to-node requests over the cluster's NATS servers (spec/05-durability.md §14.6).
+
+One connection per node, on the server's event loop. Two subjects per shard:
+
+- ``brain.plan.<shard>``: answered only by the shard's current planner. A node
+  subscribes while it plans the shard's writes and unsubscribes as soon as it stops
+  (:meth:`ClusterLink.serve_plans`); the queue group ``plan.<shard>`` makes one node
+  answer even if, for a moment around a takeover, two are subscribed.
+- ``brain.read.<shard>``: answered by any one node of the shard (queue group
+  ``read.<shard>``).
+
+A request carries what the receiving node authenticated (:class:`Forwarded`): the
+opcode, the request's payload exactly as the client sent it, the key's namespace, id
+and permissions, and the connection's id (which owns its transactions). The answer is
+the response payload or the error with its wire code, message and retry advice, so a
+client sees what the answering node said. Every wait is bounded
+(:data:`FORWARD_TIMEOUT_S`); a request nobody answers, or that times out, is answered
+UNAVAILABLE with :data:`FORWARD_RETRY_MS` of retry advice.
+
+The connection also serves as the shard map's and the shared key table's handle to
+JetStream (:meth:`ClusterLink.jetstream`, :meth:`ClusterLink.run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Final, Literal, TypeVar
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+
+from brain import cbor
+from brain.engine.replication.jetstream_log import API_ATTEMPT_S, APPEND_DEADLINE_S, CALL_TIMEOUT_S
+from brain.errors import BrainError, Internal, Overloaded, Unavailable, error_from_wire
+from brain.wire.messages.control import ErrorMessage
+
+__all__ = [
+    "FORWARD_RETRY_MS",
+    "FORWARD_TIMEOUT_S",
+    "ClusterLink",
+    "Forwarded",
+    "plan_subject",
+    "read_subject",
+]
+
+log = logging.getLogger("brain.server")
+
+_T = TypeVar("_T")
+
+FORWARD_TIMEOUT_S: Final = APPEND_DEADLINE_S + CALL_TIMEOUT_S + 10.0
+"""How long a forwarded request waits for its answer: longer than the answering node
+may itself take (a write rides out a stream election for up to
+``APPEND_DEADLINE_S`` plus the call's slack; a recall waits at most
+``retrieval.index_wait_s``, 30 s by default), so a slow answer is still relayed, and
+bounded, so a lost one becomes UNAVAILABLE rather than a hang."""
+
+FORWARD_RETRY_MS: Final = 500
+"""The retry advice of a forwarded request nobody answered: a takeover (a term plus a
+second, spec/05-durability.md §14.3) is over in a few such waits, and a client that
+obeys it asks twice a second at most."""
+
+CONNECT_DEADLINE_S: Final = 10.0
+"""How long starting tries to reach a NATS server of the list before the node refuses
+to start: as the log's own connect deadline."""
+
+CONNECT_TIMEOUT_S: Final = 5.0
+"""Time to reach one server of the list; a live one answers in milliseconds."""
+
+MAX_ANSWERING: Final = 1024
+"""Forwarded requests one node answers at once; past it they are answered OVERLOADED.
+Each is a task and its request, so this bounds what other nodes can make it hold."""
+
+OVERLOADED_RETRY_MS: Final = 100
+"""Retry advice of a forwarded request refused past :data:`MAX_ANSWERING`."""
+
+Kind = Literal["request", "abort"]
+
+
+def plan_subject(shard: str) -> str:
+    """The subject the planner of ``shard`` answers."""
+    return f"brain.plan.{shard}"
+
+
+def read_subject(shard: str) -> str:
+    """The subject every node of ``shard`` answers (one of them per request)."""
+    return f"brain.read.{shard}"
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A request as the node that received it authenticated it.
+
+    ``kind`` ``abort``: the connection ``owner`` closed on the forwarding node, so the
+    planner aborts the transactions it opened (no opcode or payload then)."""
+
+    kind: Kind
+    opcode: int
+    payload: bytes
+    namespace: str
+    key_id: bytes
+    permissions: tuple[str, ...]
+    owner: bytes
+
+    def encode(self) -> bytes:
+        """The message's bytes (a CBOR map)."""
+        return cbor.encode(
+            {
+                "kind": self.kind,
+                "op": self.opcode,
+                "payload": self.payload,
+                "ns": self.namespace,
+                "key": self.key_id,
+                "perms": list(self.permissions),
+                "owner": self.owner,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Forwarded:
+        """Read a message :meth:`encode` made; ValueError for anything else."""
+        try:
+            row = cbor.decode(data)
+        except BrainError as exc:
+            raise ValueError(f"not a forwarded request: {exc}") from None
+        if not isinstance(row, dict):
+            row = {}  # every field is missing, which the check below reports
+        kind, op, payload = row.get("kind"), row.get("op"), row.get("payload")
+        namespace, key_id, perms, owner = (
+            row.get("ns"),
+            row.get("key"),
+            row.get("perms"),
+            row.get("owner"),
+        )
+        if (
+            kind not in ("request", "abort")
+            or not isinstance(op, int)
+            or not isinstance(payload, bytes)
+            or not isinstance(key_id, bytes)
+            or not isinstance(namespace, str)
+            or not isinstance(owner, bytes)
+            or not isinstance(perms, list)
+            or not all(isinstance(p, str) for p in perms)
+        ):
+            raise ValueError("not a forwarded request: a field is missing or of the wrong type")
+        return cls(kind, op, payload, namespace, key_id, tuple(perms), owner)
+
+
+Handler = Callable[[Forwarded], Awaitable[bytes]]
+"""Answers a forwarded request with its response payload, or raises a BrainError."""
+
+
+def _answer_ok(payload: bytes) -> bytes:
+    return cbor.encode({"ok": payload})
+
+
+def _answer_error(error: BrainError) -> bytes:
+    return cbor.encode({"error": ErrorMessage.from_error(error).to_wire()})
+
+
+def _read_answer(data: bytes) -> bytes:
+    """The payload of an answer, or raise the error it carries (its wire code kept)."""
+    row = cbor.decode(data)
+    if isinstance(row, dict) and isinstance(row.get("ok"), bytes):
+        payload = row["ok"]
+        assert isinstance(payload, bytes)
+        return payload
+    if isinstance(row, dict) and "error" in row:
+        error = ErrorMessage.from_wire(row["error"])
+        raise error_from_wire(
+            error.code,
+            error.name,
+            error.message,
+            retryable=error.retryable,
+            field=error.field,
+            retry_after_ms=error.retry_after_ms,
+        )
+    raise Internal("a node answered a forwarded request with something unreadable")
+
+
+class ClusterLink:
+    """One node's connection for node-to-node requests. Build it with :meth:`connect`
+    on the server's event loop; :meth:`close` on the same loop."""
+
+    def __init__(self, client: Client, node: str, shard: str) -> None:
+        """Private: use :meth:`ClusterLink.connect`."""
+        self.node = node
+        self.shard = shard
+        self._client = client
+        self._js = client.jetstream(timeout=API_ATTEMPT_S)
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._reads: Subscription | None = None
+        self._plans: Subscription | None = None
+        self._answering: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def connect(cls, servers: tuple[str, ...], node: str, shard: str) -> ClusterLink:
+        """Connect to the cluster's NATS servers; Unavailable when none answers within
+        :data:`CONNECT_DEADLINE_S`."""
+
+        async def on_error(error: Exception) -> None:
+            log.warning("cluster link: %s", error)
+
+        try:
+            client = await asyncio.wait_for(
+                nats.connect(
+                    servers=list(servers),
+                    error_cb=on_error,
+                    connect_timeout=int(CONNECT_TIMEOUT_S),
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=1,
+                ),
+                CONNECT_DEADLINE_S,
+            )
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
+            raise Unavailable(f"cannot reach the NATS servers {list(servers)}: {exc}") from exc
+        return cls(client, node, shard)
+
+    # --- a handle for the shard map and the key table (LogHandle) ------------------------
+
+    @property
+    def jetstream(self) -> JetStreamContext:
+        """The connection's JetStream context."""
+        return self._js
+
+    def run(self, coro: Coroutine[object, object, _T], timeout: float) -> _T:
+        """Run ``coro`` on the server's event loop from another thread; wait at most
+        ``timeout`` seconds. Never from the loop itself (it would wait on itself)."""
+        if threading.get_ident() == self._loop_thread:
+            coro.close()
+            raise RuntimeError("ClusterLink.run called on its own event loop")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout} s") from None
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message the servers take."""
+        return int(self._client.max_payload)
+
+    # --- answering --------------------------------------------------------------------
+
+    async def serve_reads(self, handler: Handler) -> None:
+        """Answer ``brain.read.<shard>`` from now on (one node of the shard per request)."""
+        if self._reads is None:
+            self._reads = await self._client.subscribe(
+                read_subject(self.shard), queue=f"read.{self.shard}", cb=self._answerer(handler)
+            )
+
+    async def serve_plans(self, handler: Handler) -> None:
+        """Answer ``brain.plan.<shard>``: this node plans the shard's writes now."""
+        if self._plans is None:
+            self._plans = await self._client.subscribe(
+                plan_subject(self.shard), queue=f"plan.{self.shard}", cb=self._answerer(handler)
+            )
+            await self._client.flush(timeout=int(CALL_TIMEOUT_S))
+            log.info("node %s answers the writes of shard %s", self.node, self.shard)
+
+    async def stop_plans(self) -> None:
+        """Stop answering ``brain.plan.<shard>``: this node no longer plans."""
+        subscription, self._plans = self._plans, None
+        if subscription is not None:
+            await subscription.unsubscribe()
+            log.info("node %s no longer answers the writes of shard %s", self.node, self.shard)
+
+    @property
+    def planning(self) -> bool:
+        """Whether this node answers its shard's writes now."""
+        return self._plans is not None
+
+    def _answerer(self, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
+        async def received(message: Msg) -> None:
+            # The client runs one callback at a time per subscription: each request
+            # gets a task of its own, so a write waiting for its group commit does not
+            # hold back the ones behind it (they commit together).
+            if len(self._answering) >= MAX_ANSWERING:
+                refused = Overloaded(
+                    f"node {self.node} answers {MAX_ANSWERING} forwarded requests already",
+                    retry_after_ms=OVERLOADED_RETRY_MS,
+                )
+                await self._reply(message, _answer_error(refused))
+                return
+            task = asyncio.ensure_future(self._answer(handler, message))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+
+        return received
+
+    async def _answer(self, handler: Handler, message: Msg) -> None:
+        try:
+            forwarded = Forwarded.decode(message.data)
+        except ValueError as exc:
+            await self._reply(message, _answer_error(Internal(str(exc))))
+            return
+        try:
+            answer = _answer_ok(await handler(forwarded))
+        except BrainError as exc:
+            answer = _answer_error(exc)
+        except Exception:
+            log.exception("answering a forwarded request")
+            answer = _answer_error(Internal(f"node {self.node} failed; see its log"))
+        await self._reply(message, answer)
+
+    async def _reply(self, message: Msg, answer: bytes) -> None:
+        if not message.reply:
+            return
+        try:
+            await message.respond(answer)
+        except nats.errors.Error as exc:
+            log.warning("answering a forwarded request: %s", exc)
+
+    # --- asking -----------------------------------------------------------------------
+
+    async def forward(self, subject: str, forwarded: Forwarded, *, doing: str) -> bytes:
+        """Send ``forwarded`` to ``subject`` and return the answer's payload, or raise
+        the error the answering node gave (its wire code kept). Nobody answering, or no
+        answer within :data:`FORWARD_TIMEOUT_S`, is UNAVAILABLE with retry advice;
+        ``doing`` says to whom, for that message."""
+        data = forwarded.encode()
+        if len(data) > self.max_payload:
+            raise Unavailable(
+                f"the request is {len(data)} bytes, over the NATS servers' max_payload of "
+                f"{self.max_payload}, so it cannot be forwarded to {doing}; send it to a "
+                "node of that shard, or raise max_payload in their configuration"
+            )
+        try:
+            reply = await self._client.request(subject, data, timeout=FORWARD_TIMEOUT_S)
+        except nats.errors.NoRespondersError:
+            raise Unavailable(
+                f"nobody answers for {doing} just now (a takeover in progress?)",
+                retry_after_ms=FORWARD_RETRY_MS,
+            ) from None
+        except (TimeoutError, nats.errors.TimeoutError):
+            raise Unavailable(
+                f"{doing} did not answer within {FORWARD_TIMEOUT_S:g} s",
+                retry_after_ms=FORWARD_RETRY_MS,
+            ) from None
+        except nats.errors.Error as exc:
+            raise Unavailable(
+                f"forwarding to {doing} failed: {exc}", retry_after_ms=FORWARD_RETRY_MS
+            ) from exc
+        return _read_answer(reply.data)
+
+    async def tell(self, subject: str, forwarded: Forwarded) -> None:
+        """Send ``forwarded`` without waiting for an answer (an abort of a closed
+        connection's transactions: the planner's own expiry covers a lost one)."""
+        try:
+            await self._client.publish(subject, forwarded.encode())
+        except nats.errors.Error as exc:
+            log.warning("telling %s: %s", subject, exc)
+
+    async def close(self) -> None:
+        """Stop answering, finish the answers in flight, close the connection."""
+        for subscription in (self._reads, self._plans):
+            if subscription is not None:
+                try:
+                    await subscription.unsubscribe()
+                except nats.errors.Error as exc:
+                    log.debug("unsubscribing: %s", exc)
+        self._reads = self._plans = None
+        if self._answering:
+            await asyncio.wait(set(self._answering), timeout=CALL_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(self._client.close(), CALL_TIMEOUT_S)
+        except (TimeoutError, nats.errors.Error) as exc:
+            log.debug("closing the cluster link: %s", exc)

@@ -1,0 +1,205 @@
+"""Any node answers any request (spec/05-durability.md §14.6), with real processes: three
+nats-server, three ``brain serve --cluster`` nodes on two shards (s0: b0 planner and b1
+follower; s1: b2). A write sent to a follower is forwarded to the planner and answered
+with its LSN; a namespace the shard map puts on s1 is answered from every node; the
+planner killed with SIGKILL, a write through the follower succeeds after the takeover
+and a retried request id is answered from the idempotency record, not applied twice."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.peers.nats import NatsCluster, start_cluster
+from brain.engine.replication import JetStreamLogOptions
+from brain.engine.replication.jetstream_log import JetStreamLog
+from brain.engine.replication.shard_map import CACHE_BOUND_S, ShardMap
+from brain.wire.opcodes import RESPONSE_BIT, Opcode
+from tests.integration.conftest import ServerProcess, run_brain, start_server
+from tests.integration.rawwire import RawClient, Reply
+from tests.request_ids import request_id as rid
+
+TERM_S = "2"
+"""The nodes' lease term: a takeover within seconds."""
+
+TAKEOVER_WAIT_S = 20.0
+"""How long a client keeps retrying a write after the planner died: a term, the margin,
+the polls, and the forwarding's retry advice, with room for a busy machine."""
+
+ENCODE_OK = RESPONSE_BIT | Opcode.ENCODE
+FORGET_OK = RESPONSE_BIT | Opcode.FORGET
+MEMORY_GET_OK = RESPONSE_BIT | Opcode.MEMORY_GET
+TXN_BEGUN = RESPONSE_BIT | Opcode.TXN_BEGIN
+TXN_COMMITTED = RESPONSE_BIT | Opcode.TXN_COMMIT
+
+
+@dataclass
+class Cluster:
+    nats: NatsCluster
+    nodes: dict[str, ServerProcess]
+
+
+def node(nats: NatsCluster, root: Path, name: str, shard: str) -> ServerProcess:
+    env = {
+        "BRAIN_RETRIEVAL__EMBEDDER": "hashing",
+        "BRAIN_CLUSTER__LEASE_TERM_S": TERM_S,
+        "BRAIN_CLUSTER__DEFAULT_SHARD": "s0",
+    }
+    servers = ",".join(nats.servers)
+    args = ("--cluster", servers, "--node", name, "--shard", shard)
+    return start_server(root / name, *args, env=env)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One NATS cluster and three nodes for the whole file; b0 starts first and plans s0."""
+    root = tmp_path_factory.mktemp("serve")
+    with start_cluster(root / "nats") as nats:
+        nodes: dict[str, ServerProcess] = {}
+        try:
+            nodes["b0"] = node(nats, root, "b0", "s0")
+            nodes["b1"] = node(nats, root, "b1", "s0")
+            nodes["b2"] = node(nats, root, "b2", "s1")
+            yield Cluster(nats, nodes)
+        finally:
+            for running in nodes.values():
+                running.stop()
+
+
+def connect(server: ServerProcess, api_key: str | None = None) -> RawClient:
+    client = server.client()
+    auth = client.handshake(api_key or server.credentials["api_key"])
+    assert auth.error_name is None, auth.body
+    return client
+
+
+def ask(client: RawClient, opcode: int, body: dict[str, Any], stream: int = 1) -> Reply:
+    client.send(opcode, stream, body)
+    return client.recv()
+
+
+def encode(client: RawClient, n: int, text: str) -> Reply:
+    return ask(client, Opcode.ENCODE, {"request_id": rid(n), "text": text})
+
+
+def get_eventually(client: RawClient, memory_id: bytes) -> Reply:
+    """MEMORY_GET until found: a follower applies the log within a poll or so."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        reply = ask(client, Opcode.MEMORY_GET, {"id": memory_id})
+        if reply.opcode == MEMORY_GET_OK or time.monotonic() > deadline:
+            return reply
+        time.sleep(0.05)
+
+
+def test_a_write_sent_to_a_follower_is_answered_by_the_planner(cluster: Cluster) -> None:
+    follower = connect(cluster.nodes["b1"])
+    reply = encode(follower, 1, "written through the follower")
+    assert reply.opcode == ENCODE_OK, reply.body
+    assert reply.body["lsn"] >= 1
+    memory_id = reply.body["memory_id"]
+    for name in ("b0", "b1"):
+        found = get_eventually(connect(cluster.nodes[name]), memory_id)
+        assert found.opcode == MEMORY_GET_OK, (name, found.body)
+        assert found.body["memory"]["text"] == "written through the follower"
+
+
+def test_an_error_from_the_planner_keeps_its_wire_code(cluster: Cluster) -> None:
+    # A follower refuses every write itself with UNAVAILABLE: NOT_FOUND can only
+    # come from the planner, relayed as it said it.
+    follower = connect(cluster.nodes["b1"])
+    missing = bytes(16)
+    body = {"request_id": rid(2), "memory": missing, "mode": "hard"}
+    reply = ask(follower, Opcode.FORGET, body)
+    assert reply.error_name == "NOT_FOUND", reply.body
+    assert "retry_after_ms" not in reply.body or not reply.body["retry_after_ms"]
+
+
+def test_a_transaction_through_a_follower_runs_on_the_planner(cluster: Cluster) -> None:
+    follower = connect(cluster.nodes["b1"])
+    written = encode(follower, 3, "forgotten in a transaction")
+    assert written.opcode == ENCODE_OK, written.body
+    memory_id = written.body["memory_id"]
+    assert get_eventually(follower, memory_id).opcode == MEMORY_GET_OK
+    begun = ask(follower, Opcode.TXN_BEGIN, {})
+    assert begun.opcode == TXN_BEGUN, begun.body
+    txn = begun.body["txn_id"]
+    body = {"request_id": rid(4), "memory": memory_id, "mode": "hard", "txn_id": txn}
+    forgot = ask(follower, Opcode.FORGET, body)
+    assert forgot.opcode == FORGET_OK, forgot.body
+    inside = ask(follower, Opcode.MEMORY_GET, {"id": memory_id, "txn_id": txn})
+    assert inside.opcode == MEMORY_GET_OK and inside.body["memory"].get("text") is None
+    outside = ask(follower, Opcode.MEMORY_GET, {"id": memory_id})
+    assert outside.body["memory"]["text"] == "forgotten in a transaction"
+    committed = ask(follower, Opcode.TXN_COMMIT, {"txn_id": txn})
+    assert committed.opcode == TXN_COMMITTED, committed.body
+    deadline = time.monotonic() + 5.0
+    for name in ("b0", "b1"):
+        client = connect(cluster.nodes[name])
+        while ask(client, Opcode.MEMORY_GET, {"id": memory_id}).body["memory"].get("text"):
+            assert time.monotonic() < deadline, name
+            time.sleep(0.05)
+
+
+def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
+    with JetStreamLog.open(JetStreamLogOptions(cluster.nats.servers, shard="s0")) as handle:
+        shard_map = ShardMap.open(handle, "s0", replicas=3)
+        try:
+            shard_map.assign("elsewhere", "s1")
+        finally:
+            shard_map.close()
+    time.sleep(CACHE_BOUND_S)  # every node's cache holds the change by now
+    keys: dict[str, str] = {}
+    for name, server in cluster.nodes.items():
+        made = run_brain(
+            "keys", "create", "--data", str(server.data_dir), "--namespace", "elsewhere"
+        )
+        assert made.returncode == 0, made.stderr
+        keys[name] = made.stdout.strip().splitlines()[-1]
+    # Written through a node of s0 (the follower): it lands on s1's planner.
+    reply = encode(connect(cluster.nodes["b1"], keys["b1"]), 10, "kept on shard s1")
+    assert reply.opcode == ENCODE_OK, reply.body
+    memory_id = reply.body["memory_id"]
+    for name in ("b0", "b1", "b2"):
+        found = get_eventually(connect(cluster.nodes[name], keys[name]), memory_id)
+        assert found.opcode == MEMORY_GET_OK, (name, found.body)
+    # And nothing of it is on s0's own store: its nodes answered by forwarding.
+    plain = get_eventually(connect(cluster.nodes["b0"]), memory_id)
+    assert plain.error_name == "NOT_FOUND", plain.body
+
+
+def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster) -> None:
+    follower = connect(cluster.nodes["b1"])
+    before = encode(follower, 19, "acknowledged before the kill")
+    assert before.opcode == ENCODE_OK, before.body
+    planner = cluster.nodes["b0"]
+    planner.process.send_signal(signal.SIGKILL)
+    planner.process.wait()
+    deadline = time.monotonic() + TAKEOVER_WAIT_S
+    refused = 0
+    while True:
+        reply = encode(follower, 20, "after the takeover")
+        if reply.opcode == ENCODE_OK:
+            break
+        assert reply.error_name == "UNAVAILABLE", reply.body
+        assert reply.body.get("retry_after_ms") or reply.body.get("retryable"), reply.body
+        refused += 1
+        assert time.monotonic() < deadline, reply.body
+        time.sleep((reply.body.get("retry_after_ms") or 200) / 1000)
+    first = reply.body
+    again = encode(follower, 20, "after the takeover")
+    assert again.opcode == ENCODE_OK, again.body
+    assert again.body["lsn"] == first["lsn"]  # the stored answer, not a second write
+    assert again.body["memory_id"] == first["memory_id"]
+    # Acknowledged by the dead planner, retried through the follower: the new planner
+    # answers from the idempotency record it replayed from the log.
+    retried = encode(follower, 19, "acknowledged before the kill")
+    assert retried.opcode == ENCODE_OK, retried.body
+    assert retried.body["lsn"] == before.body["lsn"]
+    assert retried.body["memory_id"] == before.body["memory_id"]
