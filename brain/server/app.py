@@ -89,14 +89,11 @@ class Server:
         self.admin_port = 0
         self._recovering = True
         self._stopping = False
-<<<<<<< HEAD
         self.registry: NodeRegistry | None = None
         """This node's heartbeat into the cluster's node registry (cluster nodes)."""
-=======
         self._cluster: Any = None
         """The cluster link, shard map and planner watch (``--cluster``), as a
         :class:`_ClusterParts`; None on a single node."""
->>>>>>> i-serve
 
     def status(self) -> BackendStatus:
         """Readiness: 503 while recovering, then whatever the backend says."""
@@ -325,15 +322,12 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
         await self._close_listeners()
-<<<<<<< HEAD
         if self.registry is not None:  # before the database closes the log it uses
             await asyncio.to_thread(self.registry.stop)
             self.registry = None
-=======
         if self._cluster is not None:
             await self._cluster.close()
             self._cluster = None
->>>>>>> i-serve
         await self.backend.close()
         if self.keys is not None:
             self.keys.close()
