@@ -374,7 +374,7 @@ async def _join_cluster(config: Config, backend: EngineBackend) -> _ClusterParts
     link = await ClusterLink.connect(cluster.servers(), cluster.node, cluster.shard)
     try:
         shard_map = await asyncio.to_thread(
-            ShardMap.open, link, cluster.default_shard, replicas=cluster.replicas
+            ShardMap.open, link, cluster.home_shard, replicas=cluster.replicas
         )
     except BaseException:
         await link.close()

@@ -175,14 +175,20 @@ class ClusterConfig:
     """How long the planner lease holds without a renewal."""
     replicas: int = REPLICAS
     """Copies the shard's stream keeps when this node creates it."""
-    default_shard: str = "0"
+    default_shard: str = ""
     """The shard of every namespace the shard map does not name
-    (spec/05-durability.md §14.6); the same on every node of a cluster."""
+    (spec/05-durability.md §14.6), the same on every node of a cluster of several
+    shards; empty: this node's own ``shard``, which a cluster of one shard needs."""
 
     @property
     def enabled(self) -> bool:
         """Whether the log is the replicated one."""
         return bool(self.nats)
+
+    @property
+    def home_shard(self) -> str:
+        """The shard of namespaces the shard map does not name."""
+        return self.default_shard or self.shard
 
     def servers(self) -> tuple[str, ...]:
         """The NATS server addresses ``nats`` lists."""
@@ -386,7 +392,7 @@ def _validate_entities(entities: EntitiesConfig) -> None:
 def _validate_cluster(cluster: ClusterConfig) -> None:
     if not cluster.enabled:
         # A node id or shard with no cluster would be a setting with no effect.
-        for key, default in (("node", ""), ("shard", "0"), ("default_shard", "0")):
+        for key, default in (("node", ""), ("shard", "0"), ("default_shard", "")):
             if getattr(cluster, key) != default:
                 raise ConfigError(f"cluster.{key} needs cluster.nats (the NATS servers)")
         return
@@ -398,6 +404,8 @@ def _validate_cluster(cluster: ClusterConfig) -> None:
     if not cluster.node:
         raise ConfigError("cluster.node is required with cluster.nats: the id of this node")
     for key in ("node", "shard", "default_shard"):
+        if key == "default_shard" and not cluster.default_shard:
+            continue  # empty: this node's own shard
         if not _CLUSTER_NAME.fullmatch(getattr(cluster, key)):
             raise ConfigError(f"cluster.{key} must be 1-64 of A-Z a-z 0-9 _ -")
     if not cluster.lease_term_s > 0:

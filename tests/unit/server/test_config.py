@@ -141,3 +141,12 @@ def test_the_cluster_section_names_the_replicated_log() -> None:
 def test_bad_cluster_settings_fail_loudly(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(environ={}, overrides=overrides)
+
+
+def test_unmapped_namespaces_live_on_the_nodes_own_shard_unless_a_default_is_named() -> None:
+    base = {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.shard": "s1"}
+    assert load_config(environ={}, overrides=base).cluster.home_shard == "s1"
+    named = load_config(environ={}, overrides={**base, "cluster.default_shard": "s0"})
+    assert named.cluster.home_shard == "s0"
+    with pytest.raises(ConfigError, match=re.escape("cluster.default_shard needs cluster.nats")):
+        load_config(environ={}, overrides={"cluster.default_shard": "s0"})
