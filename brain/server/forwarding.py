@@ -100,6 +100,17 @@ class Forwarding:
                 retry_after_ms=FROZEN_RETRY_MS,
             )
 
+    def check_subscribe(self, namespace: str) -> None:
+        """Refuse a SUBSCRIBE for a namespace on another shard: a subscription is
+        served from this node's store (a stream of frames has no request/reply to
+        relay), which holds none of that namespace's changes."""
+        placement = self.shard_map.shard_of(namespace)
+        if placement.shard != self.shard:
+            raise Unavailable(
+                f"namespace {namespace!r} is on shard {placement.shard}: SUBSCRIBE on a "
+                f"node of that shard (node {self.link.node} serves shard {self.shard})"
+            )
+
     async def forward(
         self, subject: str, doing: str, principal: Principal, opcode: Opcode, request: Message
     ) -> bytes:

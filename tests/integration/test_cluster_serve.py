@@ -172,6 +172,12 @@ def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster
     # And nothing of it is on s0's own store: its nodes answered by forwarding.
     plain = get_eventually(connect(cluster.nodes["b0"]), memory_id)
     assert plain.error_name == "NOT_FOUND", plain.body
+    # A subscription is served from the node's own store: on s0 it is refused, on s1
+    # it streams the write.
+    refused = ask(connect(cluster.nodes["b1"], keys["b1"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
+    assert refused.error_name == "UNAVAILABLE" and "s1" in refused.body["message"], refused.body
+    streamed = ask(connect(cluster.nodes["b2"], keys["b2"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
+    assert streamed.opcode == RESPONSE_BIT | Opcode.SUBSCRIBE, streamed.body
 
 
 def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster) -> None:
