@@ -147,6 +147,29 @@ def test_a_transaction_through_a_follower_runs_on_the_planner(cluster: Cluster) 
             time.sleep(0.05)
 
 
+def test_a_transaction_left_open_on_a_follower_is_aborted_on_the_planner(
+    cluster: Cluster,
+) -> None:
+    # A transaction is found by its id from any connection of its namespace: while it
+    # is open, a read in it answers; once the follower told the planner its
+    # connection closed, the planner has dropped it.
+    opener = connect(cluster.nodes["b1"])
+    begun = ask(opener, Opcode.TXN_BEGIN, {})
+    assert begun.opcode == TXN_BEGUN, begun.body
+    txn = begun.body["txn_id"]
+    other = connect(cluster.nodes["b1"])
+    written = encode(other, 5, "read inside a transaction")
+    assert written.opcode == ENCODE_OK, written.body
+    body = {"id": written.body["memory_id"], "txn_id": txn}
+    assert ask(other, Opcode.MEMORY_GET, body).opcode == MEMORY_GET_OK
+    opener.close()
+    deadline = time.monotonic() + 5.0
+    while (reply := ask(other, Opcode.MEMORY_GET, body)).opcode == MEMORY_GET_OK:
+        assert time.monotonic() < deadline, "the transaction stayed open on the planner"
+        time.sleep(0.05)
+    assert reply.error_name == "TXN_EXPIRED", reply.body
+
+
 def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
     with JetStreamLog.open(JetStreamLogOptions(cluster.nats.servers, shard="s0")) as handle:
         shard_map = ShardMap.open(handle, "s0", replicas=3)
