@@ -1,9 +1,12 @@
 """Any node answers any request (spec/05-durability.md §14.6), with real processes: three
 nats-server, three ``brain serve --cluster`` nodes on two shards (s0: b0 planner and b1
 follower; s1: b2). A write sent to a follower is forwarded to the planner and answered
-with its LSN; a namespace the shard map puts on s1 is answered from every node; the
-planner killed with SIGKILL, a write through the follower succeeds after the takeover
-and a retried request id is answered from the idempotency record, not applied twice."""
+with its LSN, and a planner's error keeps its wire code; a transaction through the
+follower runs on the planner and is dropped there when its connection closes; a
+namespace the shard map puts on s1 is answered from every node (its SUBSCRIBE only on
+s1); the planner killed with SIGKILL, a write through the follower succeeds after the
+takeover and a retried request id is answered from the idempotency record, not
+applied twice."""
 
 from __future__ import annotations
 
