@@ -258,8 +258,12 @@ class EngineBackend:
         self, principal: Principal, request: Subscribe
     ) -> AsyncGenerator[tuple[int, list[ChangeEvent]], None]:
         """Read the change log of the scope in steps, waking up after each commit that
-        wrote to it; OVERLOADED past the key's subscription limit (:mod:`.fanout`)."""
+        wrote to it; OVERLOADED past the key's subscription limit (:mod:`.fanout`). In a
+        cluster it is served here, from this node's store, never forwarded: a namespace
+        the shard map puts on another shard is refused UNAVAILABLE naming that shard."""
         db = self.database
+        if self.forwarding is not None:
+            self.forwarding.check_subscribe(principal.namespace)
         loop = asyncio.get_running_loop()
         watch = self.fanout.add(
             Scope.of(principal.namespace, request.space).prefix, principal.key_id

@@ -1,4 +1,4 @@
-"""Node-to-node requests over the cluster's NATS servers (spec/05-durability.md §14.6).
+"""Node-to-node requests over the cluster's NATS servers (spec/05-durability.md §14.7).
 
 One connection per node, on the server's event loop. Two subjects per shard:
 

@@ -177,7 +177,7 @@ class ClusterConfig:
     """Copies the shard's stream keeps when this node creates it."""
     default_shard: str = ""
     """The shard of every namespace the shard map does not name
-    (spec/05-durability.md §14.6), the same on every node of a cluster of several
+    (spec/05-durability.md §14.7), the same on every node of a cluster of several
     shards; empty: this node's own ``shard``, which a cluster of one shard needs."""
 
     @property

@@ -1,5 +1,5 @@
 """Which node answers a request in a cluster, and sending it there
-(spec/05-durability.md §14.6).
+(spec/05-durability.md §14.7).
 
 Every node answers every request. :meth:`Forwarding.route` decides where one runs:
 
@@ -98,6 +98,17 @@ class Forwarding:
             raise Unavailable(
                 f"namespace {namespace!r} is frozen while it moves off shard {self.shard}",
                 retry_after_ms=FROZEN_RETRY_MS,
+            )
+
+    def check_subscribe(self, namespace: str) -> None:
+        """Refuse a SUBSCRIBE for a namespace on another shard: a subscription is
+        served from this node's store (a stream of frames has no request/reply to
+        relay), which holds none of that namespace's changes."""
+        placement = self.shard_map.shard_of(namespace)
+        if placement.shard != self.shard:
+            raise Unavailable(
+                f"namespace {namespace!r} is on shard {placement.shard}: SUBSCRIBE on a "
+                f"node of that shard (node {self.link.node} serves shard {self.shard})"
             )
 
     async def forward(

@@ -1,9 +1,12 @@
-"""Any node answers any request (spec/05-durability.md §14.6), with real processes: three
+"""Any node answers any request (spec/05-durability.md §14.7), with real processes: three
 nats-server, three ``brain serve --cluster`` nodes on two shards (s0: b0 planner and b1
 follower; s1: b2). A write sent to a follower is forwarded to the planner and answered
-with its LSN; a namespace the shard map puts on s1 is answered from every node; the
-planner killed with SIGKILL, a write through the follower succeeds after the takeover
-and a retried request id is answered from the idempotency record, not applied twice."""
+with its LSN, and a planner's error keeps its wire code; a transaction through the
+follower runs on the planner and is dropped there when its connection closes; a
+namespace the shard map puts on s1 is answered from every node (its SUBSCRIBE only on
+s1); the planner killed with SIGKILL, a write through the follower succeeds after the
+takeover and a retried request id is answered from the idempotency record, not
+applied twice."""
 
 from __future__ import annotations
 
@@ -147,6 +150,29 @@ def test_a_transaction_through_a_follower_runs_on_the_planner(cluster: Cluster) 
             time.sleep(0.05)
 
 
+def test_a_transaction_left_open_on_a_follower_is_aborted_on_the_planner(
+    cluster: Cluster,
+) -> None:
+    # A transaction is found by its id from any connection of its namespace: while it
+    # is open, a read in it answers; once the follower told the planner its
+    # connection closed, the planner has dropped it.
+    opener = connect(cluster.nodes["b1"])
+    begun = ask(opener, Opcode.TXN_BEGIN, {})
+    assert begun.opcode == TXN_BEGUN, begun.body
+    txn = begun.body["txn_id"]
+    other = connect(cluster.nodes["b1"])
+    written = encode(other, 5, "read inside a transaction")
+    assert written.opcode == ENCODE_OK, written.body
+    body = {"id": written.body["memory_id"], "txn_id": txn}
+    assert ask(other, Opcode.MEMORY_GET, body).opcode == MEMORY_GET_OK
+    opener.close()
+    deadline = time.monotonic() + 5.0
+    while (reply := ask(other, Opcode.MEMORY_GET, body)).opcode == MEMORY_GET_OK:
+        assert time.monotonic() < deadline, "the transaction stayed open on the planner"
+        time.sleep(0.05)
+    assert reply.error_name == "TXN_EXPIRED", reply.body
+
+
 def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
     with JetStreamLog.open(JetStreamLogOptions(cluster.nats.servers, shard="s0")) as handle:
         shard_map = ShardMap.open(handle, "s0", replicas=3)
@@ -172,6 +198,12 @@ def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster
     # And nothing of it is on s0's own store: its nodes answered by forwarding.
     plain = get_eventually(connect(cluster.nodes["b0"]), memory_id)
     assert plain.error_name == "NOT_FOUND", plain.body
+    # A subscription is served from the node's own store: on s0 it is refused, on s1
+    # it streams the write.
+    refused = ask(connect(cluster.nodes["b1"], keys["b1"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
+    assert refused.error_name == "UNAVAILABLE" and "s1" in refused.body["message"], refused.body
+    streamed = ask(connect(cluster.nodes["b2"], keys["b2"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
+    assert streamed.opcode == RESPONSE_BIT | Opcode.SUBSCRIBE, streamed.body
 
 
 def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster) -> None:

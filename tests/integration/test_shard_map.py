@@ -1,4 +1,4 @@
-"""The shard map on a real three-node JetStream cluster (spec/05-durability.md §14.6):
+"""The shard map on a real three-node JetStream cluster (spec/05-durability.md §14.7):
 namespaces mapped to shards by compare-and-set, two racing cut-overs of which one wins,
 and every node's cache following a change within its bound."""
 

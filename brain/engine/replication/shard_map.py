@@ -1,4 +1,4 @@
-"""The shard map: which shard serves each namespace (spec/05-durability.md §14.6).
+"""The shard map: which shard serves each namespace (spec/05-durability.md §14.7).
 
 The map is the JetStream key-value bucket :data:`SHARD_MAP_BUCKET` (file storage,
 the log's replicas, :data:`SHARD_MAP_HISTORY` revisions a key). A KV key may hold only
