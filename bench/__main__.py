@@ -19,6 +19,7 @@ SUITES: Final = {
     "durability": "bench.durability",
     "sustained": "bench.sustained",
     "replication": "bench.replication",
+    "cluster-reads": "bench.cluster_reads",
     "report": "bench.report",
 }
 """Every suite of spec/08-benchmarks.md (and ``report``, which turns results into tables and

@@ -64,12 +64,15 @@ class BrainServer:
 
 @contextmanager
 def brain_server(
-    env: Mapping[str, str] | None = None, data_dir: Path | None = None
+    env: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[BrainServer]:
-    """Run a server on ``data_dir`` (a fresh temporary one by default) until the block ends."""
+    """Run a server on ``data_dir`` (a fresh temporary one by default), with the
+    ``brain serve`` flags ``extra``, until the block ends."""
     with tempfile.TemporaryDirectory(prefix="brain-bench-") as tmp:
         data = data_dir if data_dir is not None else Path(tmp) / "data"
-        spawned = spawn_server(data, env=env)
+        spawned = spawn_server(data, *extra, env=env)
         process = spawned.process
 
         # Keep draining its output so the server never blocks on a full pipe.
