@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from brain import cbor
+from brain.engine.index.vectors import VectorIndexes
 from brain.engine.store.scope import namespace_id
 from brain.engine.store.tables import META, TABLES
 from brain.engine.write.plan import Delete, Plan
@@ -51,27 +52,40 @@ def _namespace_keys(ctx: PlanContext, prefix: bytes, limit: int) -> list[Delete]
     return deletes
 
 
-def plan_drop_batch(namespace: str, limit: int = DROP_BATCH_KEYS) -> PlanFn:
+def plan_drop_batch(
+    namespace: str, indexes: VectorIndexes | None = None, limit: int = DROP_BATCH_KEYS
+) -> PlanFn:
     """The plan function of one drop batch: deletes of up to ``limit`` keys of
     ``namespace``, found when planned (so a batch sees every earlier write). Its answer
-    is CBOR ``{deleted: n}``; ``n == 0`` means nothing of the namespace is left."""
+    is CBOR ``{deleted: n}``; ``n == 0`` means nothing of the namespace is left.
+    Once committed, the labels whose ``vector_labels`` rows it deleted leave
+    ``indexes`` (the planner's in-memory graphs), as they leave a follower's when it
+    applies the record (:meth:`VectorIndexes.follow`)."""
     prefix = namespace_id(namespace)
 
     def plan(ctx: PlanContext) -> Plan:
-        deletes = _namespace_keys(ctx, prefix, limit)
-        return Plan(tuple(deletes), (cbor.encode({"deleted": len(deletes)}),))
+        deletes = tuple(_namespace_keys(ctx, prefix, limit))
+        lsn = ctx.lsn
+        after = None if indexes is None else (lambda: indexes.follow(lsn, deletes))
+        return Plan(deletes, (cbor.encode({"deleted": len(deletes)}),), after)
 
     return plan
 
 
-def drop_namespace(writer: Writer, namespace: str, limit: int = DROP_BATCH_KEYS) -> int:
+def drop_namespace(
+    writer: Writer,
+    namespace: str,
+    indexes: VectorIndexes | None = None,
+    limit: int = DROP_BATCH_KEYS,
+) -> int:
     """Delete every key of ``namespace`` through ``writer``, batch after batch, until
     a batch finds none; returns how many keys were deleted. The caller keeps the
     namespace's writes refused meanwhile (the write gate), or a write between two
     batches would survive the drop."""
     total = 0
     while True:
-        answer = writer.submit(plan_drop_batch(namespace, limit), namespace).result(DROP_WAIT_S)
+        batch = plan_drop_batch(namespace, indexes, limit)
+        answer = writer.submit(batch, namespace).result(DROP_WAIT_S)
         body = cbor.decode(answer)
         deleted = body["deleted"] if isinstance(body, dict) else None
         if not isinstance(deleted, int):
