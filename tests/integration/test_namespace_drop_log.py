@@ -67,6 +67,9 @@ def test_a_drop_reaches_the_follower_and_a_rebuilt_node(
             follower.wait_applied(planner.wal.last_lsn, APPLY_WAIT_S)
             assert keys_of(follower, "gone") == keys_of(planner, "gone") != []
             kept = keys_of(planner, "kept")
+            # The follower recovered the records from the stream; its vector indexes
+            # load from its store after that.
+            assert follower.retrieval.indexer.wait_loaded(APPLY_WAIT_S)
             vectors = follower.retrieval.indexes.total()
             assert vectors == planner.retrieval.indexes.total() == 40
             assert planner.drop_namespace("gone") == len(keys_of(follower, "gone"))
