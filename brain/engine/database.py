@@ -34,6 +34,7 @@ from brain.embed import DEFAULT_KIND, Embedder, load_embedder
 from brain.embed.batching import BatchingEmbedder
 from brain.embed.process import ProcessEmbedder
 from brain.engine.admin.jsonl_export import jsonl_lines
+from brain.engine.admin.namespace_drop import drop_namespace
 from brain.engine.admin.purge import Purger
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
 from brain.engine.admin.statistics import (
@@ -574,6 +575,13 @@ class Database:
     def _check_open(self) -> None:
         if self._closed:
             raise Unavailable("the database is closed")
+
+    def drop_namespace(self, namespace: str) -> int:
+        """Delete every key of ``namespace`` as logged plans, its vectors leaving the
+        in-memory indexes too (:func:`brain.engine.admin.namespace_drop.drop_namespace`);
+        returns how many keys went. Writes to it must be refused meanwhile."""
+        self._check_open()
+        return drop_namespace(self._writer, namespace, self.retrieval.indexes)
 
     def close(self) -> None:
         """Finish queued writes, checkpoint, release the directory."""
