@@ -36,9 +36,9 @@ from typing import Final
 
 import nats.errors
 import nats.js.errors
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from brain.engine.replication.buckets import open_bucket
 from brain.engine.replication.jetstream_log import (
     API_ATTEMPT_S,
     CALL_TIMEOUT_S,
@@ -47,7 +47,6 @@ from brain.engine.replication.jetstream_log import (
     JetStreamLog,
 )
 from brain.engine.replication.options import DEFAULT_LEASE_TERM_S
-from brain.errors import StorageFault
 
 __all__ = [
     "DEFAULT_LEASE_TERM_S",
@@ -127,27 +126,9 @@ class PlannerLease:
         js = log_.jetstream
 
         async def bucket() -> KeyValue:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + OPEN_DEADLINE_S
-            while True:
-                try:
-                    return await js.key_value(LEASE_BUCKET)
-                except nats.js.errors.BucketNotFoundError:
-                    pass
-                try:
-                    return await js.create_key_value(
-                        KeyValueConfig(
-                            bucket=LEASE_BUCKET,
-                            history=1,
-                            replicas=log_.options.replicas,
-                            storage=StorageType.FILE,
-                        )
-                    )
-                except (nats.errors.Error, nats.js.errors.Error) as exc:
-                    # Another node created it meanwhile, or the cluster is electing.
-                    if loop.time() > deadline:
-                        raise StorageFault(f"cannot open the lease bucket: {exc}") from exc
-                    await asyncio.sleep(RETRY_PAUSE_S)
+            return await open_bucket(
+                js, LEASE_BUCKET, history=1, replicas=log_.options.replicas, what="the lease bucket"
+            )
 
         kv = log_.run(bucket(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
         return cls(log_, kv, node, term_s)

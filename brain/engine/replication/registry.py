@@ -32,18 +32,17 @@ from typing import Final
 
 import nats.errors
 import nats.js.errors
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from brain.engine.replication.buckets import open_bucket
 from brain.engine.replication.jetstream_log import (
     API_ATTEMPT_S,
     CALL_TIMEOUT_S,
     OPEN_DEADLINE_S,
-    RETRY_PAUSE_S,
     JetStreamLog,
 )
 from brain.engine.replication.status import STATES, ReplicationStatus
-from brain.errors import StorageFault, Unavailable
+from brain.errors import Unavailable
 
 __all__ = [
     "HEARTBEAT_S",
@@ -134,27 +133,13 @@ class NodeRegistry:
         js = log_.jetstream
 
         async def bucket() -> KeyValue:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + OPEN_DEADLINE_S
-            while True:
-                try:
-                    return await js.key_value(REGISTRY_BUCKET)
-                except nats.js.errors.BucketNotFoundError:
-                    pass
-                try:
-                    return await js.create_key_value(
-                        KeyValueConfig(
-                            bucket=REGISTRY_BUCKET,
-                            history=1,
-                            replicas=log_.options.replicas,
-                            storage=StorageType.FILE,
-                        )
-                    )
-                except (nats.errors.Error, nats.js.errors.Error) as exc:
-                    # Another node created it meanwhile, or the cluster is electing.
-                    if loop.time() > deadline:
-                        raise StorageFault(f"cannot open the node registry: {exc}") from exc
-                    await asyncio.sleep(RETRY_PAUSE_S)
+            return await open_bucket(
+                js,
+                REGISTRY_BUCKET,
+                history=1,
+                replicas=log_.options.replicas,
+                what="the node registry",
+            )
 
         kv = log_.run(bucket(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
         return cls(log_, kv, node, status)

@@ -30,9 +30,9 @@ from typing import Final, Literal, Protocol, TypeVar
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from brain.engine.replication.buckets import open_bucket
 from brain.engine.replication.jetstream_log import (
     API_ATTEMPT_S,
     CALL_TIMEOUT_S,
@@ -176,32 +176,13 @@ class ShardMap:
         js = handle.jetstream
 
         async def bucket() -> KeyValue:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + OPEN_DEADLINE_S
-            while True:
-                try:
-                    return await js.key_value(SHARD_MAP_BUCKET)
-                except nats.js.errors.BucketNotFoundError:
-                    pass
-                except (nats.errors.Error, nats.js.errors.Error) as exc:
-                    if loop.time() > deadline:
-                        raise StorageFault(f"cannot open the shard map: {exc}") from exc
-                    await asyncio.sleep(RETRY_PAUSE_S)
-                    continue
-                try:
-                    return await js.create_key_value(
-                        KeyValueConfig(
-                            bucket=SHARD_MAP_BUCKET,
-                            history=SHARD_MAP_HISTORY,
-                            replicas=replicas,
-                            storage=StorageType.FILE,
-                        )
-                    )
-                except (nats.errors.Error, nats.js.errors.Error) as exc:
-                    # Another node created it meanwhile, or the cluster is electing.
-                    if loop.time() > deadline:
-                        raise StorageFault(f"cannot open the shard map: {exc}") from exc
-                    await asyncio.sleep(RETRY_PAUSE_S)
+            return await open_bucket(
+                js,
+                SHARD_MAP_BUCKET,
+                history=SHARD_MAP_HISTORY,
+                replicas=replicas,
+                what="the shard map",
+            )
 
         kv = handle.run(bucket(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
         opened = cls(handle, kv, default_shard)

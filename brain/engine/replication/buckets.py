@@ -1,0 +1,46 @@
+"""Opening the cluster's key-value buckets (the planner lease, the node registry, the
+shard map): the bucket when it exists, else created, retried while the cluster elects."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KeyValue
+
+from brain.engine.replication.jetstream_log import OPEN_DEADLINE_S, RETRY_PAUSE_S
+from brain.errors import StorageFault
+
+__all__ = ["open_bucket"]
+
+
+async def open_bucket(
+    js: JetStreamContext, name: str, *, history: int, replicas: int, what: str
+) -> KeyValue:
+    """The bucket ``name``, created (file storage) when missing; a failure past
+    :data:`OPEN_DEADLINE_S` raises :class:`StorageFault` saying it could not open ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + OPEN_DEADLINE_S
+    while True:
+        try:
+            return await js.key_value(name)
+        except nats.js.errors.BucketNotFoundError:
+            pass
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            if loop.time() > deadline:
+                raise StorageFault(f"cannot open {what}: {exc}") from exc
+            await asyncio.sleep(RETRY_PAUSE_S)
+            continue
+        try:
+            config = KeyValueConfig(
+                bucket=name, history=history, replicas=replicas, storage=StorageType.FILE
+            )
+            return await js.create_key_value(config)
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            # Another node created it meanwhile, or the cluster is electing.
+            if loop.time() > deadline:
+                raise StorageFault(f"cannot open {what}: {exc}") from exc
+            await asyncio.sleep(RETRY_PAUSE_S)
