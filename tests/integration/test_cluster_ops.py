@@ -321,7 +321,8 @@ def test_after_the_planner_is_killed_a_resumed_subscriber_gets_every_change_once
     _assert_exactly(_follow(nodes.servers["b1"], "resume", before[0][0], len(early)), early)
     planner.process.send_signal(signal.SIGKILL)
     planner.process.wait(10)
-    survivors = [nodes.servers[name] for name in ("b1", "b2")]
+    # Every other node may take over: b3 too, when the snapshot test restored it.
+    survivors = [server for name, server in nodes.servers.items() if name != "b0"]
     _wait_for(
         "another node took over",
         lambda: any(_me(s)["role"] == "planner" for s in survivors),
@@ -341,8 +342,8 @@ def test_after_the_planner_is_killed_a_resumed_subscriber_gets_every_change_once
         lambda: {e["node"]: e for e in _nodes_of(_cluster(survivors[0]))}["b0"]["state"] == "stale",
         timeout=STALE_AFTER_S + 4 * HEARTBEAT_S + 15,
     )
-    live = {e["node"]: e["state"] for e in _nodes_of(_cluster(survivors[1]))}
-    assert live["b1"] == "live" and live["b2"] == "live"
+    live = {e["node"]: e["state"] for e in _nodes_of(_cluster(survivors[-1]))}
+    assert all(live[name] == "live" for name in nodes.servers if name != "b0")
 
 
 def test_a_single_node_answers_cluster_false(tmp_path: Path) -> None:
