@@ -99,6 +99,11 @@ APPLIED_POLL_S: Final = 0.05
 the follower's wake-ups (a node that became the planner meanwhile applies its own
 writes, which wake nobody)."""
 
+REJOIN_WAIT_S: Final = 60.0
+"""How long a node that stopped planning waits for its writer to finish the batch in
+hand before it follows again: a batch's append gives up within the log's own
+deadline (20 s), so this is only reached by a database that is closing."""
+
 LOADED_WAIT_S: Final = 60.0
 """How long a follower's first batch waits for the vector indexes to load before it
 changes them: loading a large index from disk takes seconds."""
@@ -165,6 +170,12 @@ class Database:
         self._follower: Follower | None = None
         self._applied = threading.Condition()
         """Notified by the follower after each batch it applies (wait_applied)."""
+        self._applied_time = 0
+        """The record time of the last record the follower applied."""
+        self._notify: Callable[[object], None] = lambda plans: None
+        """Tells the indexer and subscribers of the plans a follower applied."""
+        self._rejoining = threading.Lock()
+        """Held while this node turns from planner back to follower."""
 
     @classmethod
     def open(cls, path: Path | str, options: DatabaseOptions | None = None) -> Database:
@@ -504,29 +515,39 @@ class Database:
         self, lease: PlannerLease, last_time: int, notify: Callable[[object], None]
     ) -> None:
         """Plan with the lease held, or follow its holder until this node takes it."""
+        self._lease = lease
+        self._applied_time = last_time
+        self._notify = notify
+        lease.on_lost = self._lease_lost
+        self._writer.on_log_failed = self._log_failed
+        if lease.holder == lease.node:
+            refusal = lease.refusal()
+            if refusal is not None:  # lost while the database opened
+                self._lease_lost(refusal)
+            return
+        self._follow(lease)
+
+    def _follow(self, lease: PlannerLease) -> None:
+        """Start a follower thread: it applies the stream from the store's applied LSN
+        and promotes this node once it takes (or still holds) the lease."""
         from brain.engine.replication.follower import Follower
         from brain.engine.replication.jetstream_log import JetStreamLog
 
         wal = self._wal
         assert isinstance(wal, JetStreamLog)
-        self._lease = lease
-        if lease.holder == lease.node:
-            self._plan_with(lease)
-            return
         writer = self._writer
-        lease.on_lost = self._lease_lost
-        applied_time = [last_time]
         indexer = self.retrieval.indexer
         indexes = self.retrieval.indexes
+        notify = self._notify
 
         def apply(batch: list[WalRecord]) -> None:
             def work() -> None:
                 plans: list[tuple[int, Plan]] = []
                 lsn, time_ns = _apply_recovered(
-                    self._store, batch, writer.applied_lsn, applied_time[0], plans
+                    self._store, batch, writer.applied_lsn, self._applied_time, plans
                 )
                 writer.applied_lsn = lsn
-                applied_time[0] = time_ns
+                self._applied_time = time_ns
                 writer.clock.observe(time_ns)
                 if not indexer.wait_loaded(LOADED_WAIT_S):
                     log.warning("the vector indexes are still loading; following on")
@@ -560,15 +581,52 @@ class Database:
         )
         self._follower.start()
 
-    def _plan_with(self, lease: PlannerLease) -> None:
-        lease.on_lost = self._lease_lost
-        refusal = lease.refusal()
-        if refusal is not None:  # lost while the database opened
-            self._lease_lost(refusal)
-
     def _lease_lost(self, reason: str) -> None:
-        # On the client's event loop: an attribute set, nothing that blocks.
+        # On the client's event loop: an attribute set and a thread started, nothing
+        # that blocks.
         self._writer.standby_reason = f"{reason}; this node plans no more writes"
+        self._start_rejoin(reason)
+
+    def _log_failed(self, reason: str) -> None:
+        # On the writer thread, which the rejoin waits for: it must not block either.
+        self._start_rejoin(reason)
+
+    def _start_rejoin(self, reason: str) -> None:
+        threading.Thread(
+            target=self._rejoin, args=(reason,), name="brain-rejoin", daemon=True
+        ).start()
+
+    def _rejoin(self, reason: str) -> None:
+        """After this node stopped planning (its lease lost, or an append fenced by
+        another writer or left unacknowledged): follow the shard again from the
+        store's applied LSN, so that it keeps every later write and may plan again
+        (spec/05-durability.md §14.3). The lease, when still held, is kept: the
+        follower's first look promotes this node again after it caught up."""
+        from brain.engine.replication.jetstream_log import JetStreamLog
+
+        with self._rejoining:
+            follower, lease, wal = self._follower, self._lease, self._wal
+            if self._closed or lease is None or not isinstance(wal, JetStreamLog):
+                return
+            if follower is not None and not follower.promoted.is_set():
+                return  # following already: nothing to start
+            if follower is not None:
+                follower.close()
+            writer = self._writer
+
+            def work() -> None:
+                # Between batches, so no append is in flight while the log resumes.
+                writer.standby_reason = _follower_reason(lease)
+                wal.resume()
+
+            try:
+                writer.between_batches(work).result(REJOIN_WAIT_S)
+            except (TimeoutError, ValueError) as exc:  # closing meanwhile
+                log.warning("rejoining the shard after %s: %s", reason, exc)
+                return
+            log.warning("node %s follows shard %s again after: %s", lease.node, lease.key, reason)
+            if not self._closed:
+                self._follow(lease)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -590,8 +648,10 @@ class Database:
         self._closed = True
         # The follower applies through the writer: it stops first, then the
         # indexer, which writes through it too.
-        if self._follower is not None:
-            self._follower.close()
+        with self._rejoining:  # a rejoin under way starts no follower after this
+            follower = self._follower
+        if follower is not None:
+            follower.close()
         self.retrieval.indexer.close()
         self.retrieval.embedder.close()
         self._writer.stop()

@@ -196,14 +196,24 @@ def test_a_follower_takes_over_when_the_planner_stops_renewing(
         after = encode(new, 50, "after the takeover")
         assert after.lsn > max(w.lsn for w in first)
 
-        # The deposed planner's next write is refused by the stream's fence.
+        # The deposed planner's next write is refused by the stream's fence, and it
+        # follows the shard again: it has the new planner's writes, refuses its own.
         with pytest.raises(Unavailable, match="another writer appended"):
             encode(old, 51, "from the deposed planner")
         assert old.read_only_reason is not None
-        encode(new, 52, "the new planner writes on")
+        latest = encode(new, 52, "the new planner writes on")
+        old.wait_applied(latest.lsn, 10.0)
+        assert get(old, latest.memory_id) == get(new, latest.memory_id)
+        assert get(old, after.memory_id) == get(new, after.memory_id)
+        deadline = time.monotonic() + TERM_S  # its next look at the lease names b
+        while old.planner != "b":
+            assert time.monotonic() < deadline
+            time.sleep(FOLLOW_POLL_S)
+        with pytest.raises(Unavailable, match="whose writes node b plans"):
+            encode(old, 53, "written to the deposed planner")
 
 
-def test_a_planner_whose_renewal_is_refused_stops_planning(
+def test_a_planner_whose_renewal_is_refused_follows_then_takes_the_lease_back(
     cluster: NatsCluster, tmp_path: Path
 ) -> None:
     with Database.open(tmp_path / "a", options(cluster, "lost", "a")) as planner:
@@ -224,14 +234,22 @@ def test_a_planner_whose_renewal_is_refused_stops_planning(
         while planner.read_only_reason is None:
             assert time.monotonic() < deadline
             time.sleep(FOLLOW_POLL_S)
-        reason = "another node took the planner lease of shard lost from node a"
-        assert reason in planner.read_only_reason
-        with pytest.raises(Unavailable, match=f"this node takes no writes: {reason}"):
-            encode(planner, 2, "after the lease is lost")
         lease = planner.lease
         assert lease is not None and not lease.held
-        # Reads go on.
-        assert planner.stats()["scopes"]
+        # It follows the node that took the key: its writes are refused, naming it.
+        deadline = time.monotonic() + TERM_S
+        while planner.planner != "x":
+            assert time.monotonic() < deadline
+            time.sleep(FOLLOW_POLL_S)
+        with pytest.raises(Unavailable, match="whose writes node x plans"):
+            encode(planner, 2, "after the lease is lost")
+        assert planner.stats()["scopes"]  # reads go on
+        # x never renews: a whole term later the node takes the lease back and plans.
+        follower = planner.follower
+        assert follower is not None and follower.promoted.wait(TAKEOVER_BOUND_S)
+        assert planner.planner == "a" and planner.read_only_reason is None
+        assert lease.takeovers == 1
+        encode(planner, 3, "after the lease came back")
 
 
 PLANNER_PROCESS = """

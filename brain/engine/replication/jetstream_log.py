@@ -381,6 +381,14 @@ class JetStreamLog:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def resume(self) -> None:
+        """Take appends again after a failed one (fenced, unacknowledged, refused by
+        :attr:`may_append`): for a node that follows the stream again from what it
+        applied, and appends only after it read the stream to its end
+        (spec/05-durability.md §14.3). The next :meth:`refresh` sets the fence."""
+        self._check_open()
+        self._failure = None
+
     def refresh(self) -> int:
         """Ask the stream for its last sequence and take it as :attr:`last_lsn`: what a
         follower reads up to, and the fence a new planner appends after. Returns it.

@@ -81,11 +81,18 @@ async def read_last(js: JetStreamContext, bucket: str, key: str) -> tuple[LastVa
 
 
 async def compare_and_set(
-    js: JetStreamContext, bucket: str, key: str, value: bytes, expected: int
+    js: JetStreamContext,
+    bucket: str,
+    key: str,
+    value: bytes,
+    expected: int,
+    *,
+    delete: bool = False,
 ) -> int:
-    """Store ``value`` under ``key`` if the key's last revision is ``expected`` (0:
-    never written); its new revision. :class:`KeyChanged` when it is not;
-    TimeoutError when other changes kept refusing it for :data:`CAS_DEADLINE_S`."""
+    """Store ``value`` under ``key`` (``delete``: a delete marker instead) if the key's
+    last revision is ``expected`` (0: never written); its new revision.
+    :class:`KeyChanged` when it is not; TimeoutError when other changes kept refusing
+    it for :data:`CAS_DEADLINE_S`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CAS_DEADLINE_S
     while True:
@@ -96,8 +103,10 @@ async def compare_and_set(
             "Nats-Expected-Last-Sequence": str(last),
             "Nats-Expected-Last-Subject-Sequence": str(expected),
         }
+        if delete:
+            headers[KV_OPERATION] = "DEL"
         try:
-            ack = await js.publish(_subject(bucket, key), value, headers=headers)
+            ack = await js.publish(_subject(bucket, key), b"" if delete else value, headers=headers)
         except nats.js.errors.APIError as exc:
             if exc.err_code not in WRONG_LAST_SEQUENCE:
                 raise

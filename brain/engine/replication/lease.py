@@ -3,9 +3,11 @@
 The lease is one key of the JetStream key-value bucket :data:`LEASE_BUCKET` (history
 1, :data:`~brain.engine.replication.options.REPLICAS` replicas): the shard's name,
 whose value names the holder (a node id) and the term it renews within. Every
-change of it is a compare-and-set on the key's revision: ``create`` takes a key
-nobody holds, ``update(last=revision)`` renews or takes over, ``delete(last=...)``
-releases; of two nodes racing, one wins and the other sees the new revision.
+change of it is a compare-and-set on the key's revision
+(:func:`~brain.engine.replication.kv_cas.compare_and_set`, which holds in a cluster
+where the bucket's own ``update(last=...)`` may let two racing writers both win):
+taking a key nobody holds, renewing, taking over, and releasing (a delete marker);
+of two nodes racing, one wins and the other sees the new revision.
 
 **Expiry without shared clocks.** Nothing compares one machine's clock with
 another's. The holder counts its term from the moment it *sent* its last successful
@@ -46,6 +48,7 @@ from brain.engine.replication.jetstream_log import (
     RETRY_PAUSE_S,
     JetStreamLog,
 )
+from brain.engine.replication.kv_cas import KeyChanged, compare_and_set, read_last
 from brain.engine.replication.options import DEFAULT_LEASE_TERM_S
 
 __all__ = [
@@ -92,13 +95,12 @@ class PlannerLease:
     database's opener, then its follower thread); the renewal runs on the client's
     event loop."""
 
-    def __init__(self, log_: JetStreamLog, kv: KeyValue, node: str, term_s: float) -> None:
+    def __init__(self, log_: JetStreamLog, node: str, term_s: float) -> None:
         """Private: use :meth:`PlannerLease.open`."""
         self.node = node
         self.term_s = term_s
         self.key = log_.options.shard
         self._log = log_
-        self._kv = kv
         self._revision: int | None = None
         """The key's revision this node wrote last while it holds the lease."""
         self._valid_until = 0.0
@@ -130,8 +132,8 @@ class PlannerLease:
                 js, LEASE_BUCKET, history=1, replicas=log_.options.replicas, what="the lease bucket"
             )
 
-        kv = log_.run(bucket(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
-        return cls(log_, kv, node, term_s)
+        log_.run(bucket(), OPEN_DEADLINE_S + CALL_TIMEOUT_S)
+        return cls(log_, node, term_s)
 
     # --- state ------------------------------------------------------------------------------
 
@@ -178,23 +180,25 @@ class PlannerLease:
     async def _take(self, started: float) -> tuple[int | None, str]:
         """(the new revision, this node) when taken, else (None, the holder)."""
         value = _encode(self.node, self.term_s)
-        try:
-            entry = await self._kv.get(self.key)
-        except nats.js.errors.KeyNotFoundError:
+        js = self._log.jetstream
+        current, _ = await read_last(js, LEASE_BUCKET, self.key)
+        if current.value is None:  # never taken, or released
             try:
-                return await self._kv.create(self.key, value), self.node
-            except nats.js.errors.KeyWrongLastSequenceError:
+                return await compare_and_set(
+                    js, LEASE_BUCKET, self.key, value, current.revision
+                ), self.node
+            except KeyChanged:
                 return None, "another node"  # taken just now; the next look names it
-        holder, term_s = _decode(entry.value)
-        revision = entry.revision or 0
+        holder, term_s = _decode(current.value)
+        revision = current.revision
         if self._seen is None or self._seen[0] != revision:
             self._seen = (revision, started)
             return None, holder
         if started - self._seen[1] < max(term_s, self.term_s) + TAKEOVER_MARGIN_S:
             return None, holder
         try:
-            taken = await self._kv.update(self.key, value, last=revision)
-        except nats.js.errors.KeyWrongLastSequenceError:
+            taken = await compare_and_set(js, LEASE_BUCKET, self.key, value, revision)
+        except KeyChanged:
             return None, holder  # renewed or taken meanwhile
         self.takeovers += 1
         return taken, self.node
@@ -202,6 +206,9 @@ class PlannerLease:
     def keep(self) -> None:
         """Renew the held lease every ``term * RENEW_FRACTION`` until it is lost or
         released; :attr:`on_lost` is told when it is lost."""
+
+        if self._renewal is not None and not self._renewal.done():
+            return  # renewing already (a node that kept the lease while it rejoined)
 
         async def start() -> asyncio.Task[None]:
             return asyncio.ensure_future(self._renew_forever())
@@ -231,10 +238,12 @@ class PlannerLease:
                 )
             try:
                 revision = await asyncio.wait_for(
-                    self._kv.update(self.key, value, last=self._revision),
+                    compare_and_set(
+                        self._log.jetstream, LEASE_BUCKET, self.key, value, self._revision or 0
+                    ),
                     timeout=max(min(API_ATTEMPT_S, self._valid_until - started), 0.01),
                 )
-            except nats.js.errors.KeyWrongLastSequenceError:
+            except KeyChanged:
                 if unanswered and await self._stored_unanswered(value):
                     continue  # the renewal whose answer was lost is the key's value
                 return (
@@ -254,14 +263,14 @@ class PlannerLease:
         """After a renewal that got no answer: whether the key holds this node's value
         at a later revision, i.e. that renewal was stored; if so, adopt its revision."""
         try:
-            entry = await self._kv.get(self.key)
-        except (nats.errors.Error, nats.js.errors.Error):
+            current, _ = await read_last(self._log.jetstream, LEASE_BUCKET, self.key)
+        except (TimeoutError, nats.errors.Error, nats.js.errors.Error):
             return False
-        if entry.value != value or self._revision is None:
+        if current.value != value or self._revision is None:
             return False
-        if entry.revision is None or entry.revision <= self._revision:
+        if current.revision <= self._revision:
             return False
-        self._revision = entry.revision
+        self._revision = current.revision
         return True
 
     def _lose(self, reason: str) -> None:
@@ -288,10 +297,14 @@ class PlannerLease:
         self._lost = f"node {self.node} released the planner lease of shard {self.key}"
 
         async def delete() -> None:
-            await self._kv.delete(self.key, last=revision)
+            await compare_and_set(
+                self._log.jetstream, LEASE_BUCKET, self.key, b"", revision, delete=True
+            )
 
         try:
             self._log.run(delete(), API_ATTEMPT_S + CALL_TIMEOUT_S)
+        except KeyChanged:
+            pass  # taken meanwhile: nothing left to give back
         except (TimeoutError, nats.errors.Error, nats.js.errors.Error) as exc:
             log.warning("releasing the planner lease of shard %s: %s", self.key, exc)
 

@@ -243,6 +243,11 @@ class Writer:
         """Why this node plans no write although its storage is sound: it follows
         another planner of a replicated log, or lost its planner lease
         (spec/05-durability.md §14.3). Set and cleared by the replication code."""
+        self.on_log_failed: Callable[[str], None] | None = None
+        """Set by a node of a replicated log: a failed append (fenced by another
+        writer, or unacknowledged) makes the writer stand by instead of turning
+        read-only, and this is told why (on the writer thread; it must not block).
+        The node then follows the shard again (spec/05-durability.md §14.3)."""
         self.batches = 0
         self.batched_jobs = 0
         self.last_batch_size = 0
@@ -525,7 +530,14 @@ class Writer:
             self._wal.sync()
         except WalSyncFailed as exc:
             txn.abort()
-            self._enter_read_only(f"WAL write failed: {exc}")
+            if self.on_log_failed is not None:
+                # Nothing is wrong with this node's storage: another writer appended,
+                # or the stream did not answer in time (the records may be stored; the
+                # node reads them back as it follows).
+                self.standby_reason = f"its last append failed ({exc}); it follows again"
+                self.on_log_failed(str(exc))
+            else:
+                self._enter_read_only(f"WAL write failed: {exc}")
             self._fail_all(jobs, self._read_only_error())
             return
         self.records_appended += len(records)
