@@ -259,6 +259,13 @@ def _snapshot_restore(args: argparse.Namespace) -> int:
 
     info = restore_snapshot(args.bundle, Path(args.data))
     print(f"restored snapshot {info.id} (LSN {info.lsn}) into {info.path}")
+    if info.log is not None and info.log.get("kind") == "jetstream":
+        shard = info.log.get("shard")
+        print(
+            f"it holds shard {shard}'s stream {info.log.get('stream')} up to LSN {info.lsn}: "
+            f"`brain serve --cluster NATS_URLS --node ID --shard {shard} --data {info.path}` "
+            f"catches up from LSN {info.lsn + 1}"
+        )
     return EXIT_OK
 
 

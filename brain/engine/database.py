@@ -61,6 +61,7 @@ from brain.engine.index.service import DEFAULT_INDEX_WAIT_S, Retrieval
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, read_audit
 from brain.engine.replication import JetStreamLogOptions
+from brain.engine.replication.status import ReplicationStatus, replication_status
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
 from brain.engine.store.meta import check_format, get_progress, put_progress
 from brain.engine.store.upgrade import upgrade_format
@@ -283,6 +284,21 @@ class Database:
         """The node that plans this shard's writes as far as this node knows (itself
         when it holds the lease); None without a planner lease."""
         return None if self._lease is None else self._lease.holder
+
+    def replication_status(self) -> ReplicationStatus:
+        """Where this node stands in its shard's replication: role, planner, applied
+        and last LSN, lag (:mod:`brain.engine.replication.status`); cheap, no request
+        to the cluster."""
+        self._check_open()
+        writer = self._writer
+        return replication_status(
+            self._wal,
+            applied=writer.applied_lsn,
+            fault=writer.fault_reason,
+            read_only=writer.read_only_reason,
+            lease=self._lease,
+            follower=self._follower,
+        )
 
     def wait_applied(self, lsn: int, timeout: float) -> None:
         """Return once this node applied the log up to ``lsn``, waiting at most

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
@@ -35,6 +35,9 @@ from brain.server.metrics import ServerMetrics
 from brain.server.signals import watch_stop_signals
 from brain.version import __version__
 from brain.wire.session import ServerSession, encode_error_frame
+
+if TYPE_CHECKING:  # the NATS client loads only on a cluster node
+    from brain.engine.replication.registry import NodeRegistry
 
 __all__ = ["SERVER_NAME", "Server", "run_server"]
 
@@ -81,6 +84,8 @@ class Server:
         self.admin_port = 0
         self._recovering = True
         self._stopping = False
+        self.registry: NodeRegistry | None = None
+        """This node's heartbeat into the cluster's node registry (cluster nodes)."""
 
     def status(self) -> BackendStatus:
         """Readiness: 503 while recovering, then whatever the backend says."""
@@ -141,11 +146,36 @@ class Server:
             self._accept, host=server.host, port=server.port, limit=64 * 1024
         )
         self.wire_port = self._wire.sockets[0].getsockname()[1]
+        registry = await asyncio.to_thread(self._open_registry)
         self.admin_port = await self._serve_http(
-            make_admin_app(self.config, self.keys, self._database()),
+            make_admin_app(self.config, self.keys, self._database(), registry),
             server.admin_host,
             server.admin_port,
         )
+        if registry is not None:
+            await asyncio.to_thread(registry.start, self._addresses())
+            self.registry = registry
+
+    def _open_registry(self) -> NodeRegistry | None:
+        """A cluster node's entry in the node registry (spec/05-durability.md §14.6)."""
+        database = self._database()
+        if database is None or not self.config.cluster.enabled:
+            return None
+        from brain.engine.replication.jetstream_log import JetStreamLog
+        from brain.engine.replication.registry import NodeRegistry
+
+        wal = database.wal
+        assert isinstance(wal, JetStreamLog)
+        return NodeRegistry.open(wal, self.config.cluster.node, database.replication_status)
+
+    def _addresses(self) -> dict[str, str]:
+        server = self.config.server
+        return {
+            "wire": f"{server.host}:{self.wire_port}",
+            "public": f"{server.public_host}:{self.public_port}",
+            "admin": f"{server.admin_host}:{self.admin_port}",
+            "version": __version__,
+        }
 
     async def _serve_http(self, app: web.Application, host: str, port: int) -> int:
         runner = web.AppRunner(app, access_log=None)
@@ -279,6 +309,9 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*pending, return_exceptions=True)
         await self._close_listeners()
+        if self.registry is not None:  # before the database closes the log it uses
+            await asyncio.to_thread(self.registry.stop)
+            self.registry = None
         await self.backend.close()
         if self.keys is not None:
             self.keys.close()

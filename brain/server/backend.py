@@ -218,9 +218,11 @@ class EngineBackend:
             self.fanout.remove(watch)
 
     def status(self) -> BackendStatus:
-        """Ready unless a storage fault turned the database read-only."""
+        """Ready unless the database is read-only (a storage fault, a lost planner
+        lease); a follower, which refuses writes but serves reads of the log it
+        follows, is ready."""
         reason = self.database.read_only_reason
-        if reason is not None:
+        if reason is not None and self.database.replication_status().role != "follower":
             return BackendStatus(False, self.database.applied_lsn, f"read-only: {reason}")
         return BackendStatus(True, self.database.applied_lsn)
 

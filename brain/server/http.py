@@ -39,6 +39,7 @@ from brain.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
+    from brain.engine.replication.registry import NodeRegistry
 
 __all__ = [
     "ADMIN",
@@ -261,6 +262,8 @@ class AdminState:
     database: Database | None
     """The database served, or None on a server without one (its routes then answer
     UNAVAILABLE)."""
+    registry: NodeRegistry | None = None
+    """The cluster's node registry (None on a single node)."""
 
     @property
     def snapshot_dir(self) -> Path:
@@ -416,8 +419,35 @@ async def _explain(request: web.Request) -> web.Response:
     return web.json_response(_json_value({**shown, **wire}))
 
 
+def _stats(db: Database) -> dict[str, object]:
+    return {**db.stats(), "replication": db.replication_status().to_json()}
+
+
 async def _show_stats(request: web.Request) -> web.Response:
-    return web.json_response(await asyncio.to_thread(request.app[ADMIN].served().stats))
+    return web.json_response(await asyncio.to_thread(_stats, request.app[ADMIN].served()))
+
+
+def _cluster(state: AdminState) -> dict[str, object]:
+    """``GET /v1/cluster``: this node's replication status and, on a cluster, every
+    registered node's entry (spec/06-operations.md §4)."""
+    status = state.served().replication_status()
+    answer: dict[str, object] = {
+        "cluster": status.cluster,
+        "node": status.to_json(),
+        "planner": status.planner,
+        "nodes": [],
+    }
+    if state.registry is not None:
+        from brain.engine.replication.registry import HEARTBEAT_S, STALE_AFTER_S
+
+        answer["nodes"] = [entry.to_json() for entry in state.registry.nodes()]
+        answer["heartbeat_s"] = HEARTBEAT_S
+        answer["stale_after_s"] = STALE_AFTER_S
+    return answer
+
+
+async def _show_cluster(request: web.Request) -> web.Response:
+    return web.json_response(await asyncio.to_thread(_cluster, request.app[ADMIN]))
 
 
 async def _show_wal(request: web.Request) -> web.Response:
@@ -594,6 +624,14 @@ ADMIN_ROUTES: Final = (
     ),
     Route(
         "GET",
+        "/v1/cluster",
+        _show_cluster,
+        "This node's replication status, every registered node's and the shard's "
+        "planner (on a single node: cluster false, this node alone).",
+        (Answer(HTTPStatus.OK, "The cluster.", schemas.CLUSTER), _UNAVAILABLE),
+    ),
+    Route(
+        "GET",
         "/v1/wal",
         _show_wal,
         "The write-ahead log's extent, progress and segments.",
@@ -667,7 +705,8 @@ ADMIN_ROUTES: Final = (
 
 ADMIN_PORT: Final = Port(
     ADMIN_TITLE,
-    "Keys, configuration, snapshots, audit, statistics, purge, export and import. "
+    "Keys, configuration, snapshots, audit, statistics, the cluster, purge, export and "
+    "import. "
     "Every route, this document's too, needs the admin bearer token, checked before "
     "the route is looked at: without it any path is 401 UNAUTHENTICATED. " + _ROUTING,
     ADMIN_ROUTES,
@@ -676,12 +715,15 @@ ADMIN_PORT: Final = Port(
 
 
 def make_admin_app(
-    config: Config, keys: KeyStore, database: Database | None = None
+    config: Config,
+    keys: KeyStore,
+    database: Database | None = None,
+    registry: NodeRegistry | None = None,
 ) -> web.Application:
     """The admin API (:data:`ADMIN_ROUTES`) over ``keys`` and, for the routes that
-    need it, ``database``."""
+    need them, ``database`` and the cluster's node ``registry``."""
     # The JSON errors wrap the guard, so its 401 and every later error share one shape.
     app = web.Application(middlewares=[json_errors, _guard], client_max_size=ADMIN_MAX_BODY)
-    app[ADMIN] = AdminState(config, keys, database)
+    app[ADMIN] = AdminState(config, keys, database, registry)
     install(app, ADMIN_PORT)
     return app

@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Final
 
 from brain.engine.records.audit import MAX_AUDIT_LIMIT
+from brain.engine.replication.status import ROLES, STATES
 from brain.server.openapi import Schema
 from brain.wire.opcodes import Permission
 
 __all__ = [
     "AUDIT",
+    "CLUSTER",
     "CONFIG",
     "EXPLAIN_ANSWER",
     "EXPLAIN_REQUEST",
@@ -34,6 +36,7 @@ __all__ = [
     "NOT_READY",
     "PURGE",
     "READY",
+    "REPLICATION",
     "SNAPSHOT",
     "SNAPSHOTS",
     "STATS",
@@ -98,7 +101,17 @@ CONFIG: Final[Schema] = {
     "description": "The effective configuration, secrets as '<redacted>'.",
 }
 
-SNAPSHOT: Final[Schema] = _object({"id": TEXT, "lsn": LSN, "created_at": TIME, "path": TEXT})
+_SNAPSHOT_LOG: Final[Schema] = {
+    **_object(
+        {"kind": {"enum": ["wal", "jetstream"]}},
+        {"stream": TEXT, "shard": TEXT, "node": {"type": ["string", "null"]}},
+    ),
+    "description": "The log the bundle continues: the local WAL, or a shard's JetStream "
+    "stream, whose records after the bundle's LSN a restored node replays.",
+}
+SNAPSHOT: Final[Schema] = _object(
+    {"id": TEXT, "lsn": LSN, "created_at": TIME, "path": TEXT}, {"log": _SNAPSHOT_LOG}
+)
 SNAPSHOTS: Final[Schema] = _object({"snapshots": _list_of(SNAPSHOT)})
 
 AUDIT: Final[Schema] = _object(
@@ -143,6 +156,59 @@ _SCOPE_COUNTS: Final[Schema] = _object(
         **dict.fromkeys(("memories", "entities", "statements", "relations"), COUNT),
     }
 )
+_NAME_OR_NULL: Final[Schema] = {"type": ["string", "null"]}
+REPLICATION: Final[Schema] = {
+    **_object(
+        {
+            "cluster": {"type": "boolean", "description": "False: the local WAL."},
+            "role": {"enum": list(ROLES)},
+            "node": _NAME_OR_NULL,
+            "shard": _NAME_OR_NULL,
+            "stream": _NAME_OR_NULL,
+            "planner": {**_NAME_OR_NULL, "description": "The planner lease's holder."},
+            "applied_lsn": LSN,
+            "last_lsn": LSN,
+            "lag_records": COUNT,
+            "lag_seconds": {"type": "number", "minimum": 0},
+            "read_only_reason": _NAME_OR_NULL,
+            "lease_renewals": COUNT,
+            "takeovers": COUNT,
+        }
+    ),
+    "description": "Where a node stands in its shard's replication (spec/05-durability.md §14.6).",
+}
+_NODE_ENTRY: Final[Schema] = _object(
+    {
+        "node": TEXT,
+        "state": {"enum": list(STATES)},
+        "revision": COUNT,
+        "stored_at": TIME,
+        "age_s": {"type": "number", "minimum": 0},
+    },
+    {
+        "shard": TEXT,
+        "role": {"enum": list(ROLES)},
+        "applied_lsn": LSN,
+        "last_lsn": LSN,
+        "lag_records": COUNT,
+        "lag_seconds": {"type": "number", "minimum": 0},
+        "wire": TEXT,
+        "public": TEXT,
+        "admin": TEXT,
+        "version": TEXT,
+        "heartbeat_at": TIME,
+    },
+)
+CLUSTER: Final[Schema] = _object(
+    {
+        "cluster": {"type": "boolean"},
+        "node": REPLICATION,
+        "planner": _NAME_OR_NULL,
+        "nodes": _list_of(_NODE_ENTRY),
+    },
+    {"stale_after_s": {"type": "number"}, "heartbeat_s": {"type": "number"}},
+)
+
 STATS: Final[Schema] = _object(
     {
         "applied_lsn": LSN,
@@ -156,6 +222,7 @@ STATS: Final[Schema] = _object(
         "embed_backlog": COUNT,
         "index_lag_seconds": {"type": "number", "minimum": 0},
         "purge_pending": COUNT,
+        "replication": REPLICATION,
     }
 )
 WAL: Final[Schema] = _object(

@@ -26,12 +26,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from brain import __version__
+from brain.engine.replication.status import ROLES, ReplicationStatus
 from brain.engine.write.writer import MAX_BATCH
 
 if TYPE_CHECKING:
     from brain.engine.database import Database
 
-__all__ = ["BATCH_SIZE_BUCKETS", "LATENCY_BUCKETS_S", "ServerMetrics", "build_labels"]
+__all__ = [
+    "BATCH_SIZE_BUCKETS",
+    "LATENCY_BUCKETS_S",
+    "ServerMetrics",
+    "build_labels",
+    "replication_metrics",
+]
 
 LATENCY_BUCKETS_S: Final = (
     0.0001,
@@ -250,6 +257,58 @@ class _DatabaseCollector(Collector):
             candidates.add_metric([arm], count)
         yield candidates
         yield _batch_sizes(figures.group_commit_sizes)
+        yield from replication_metrics(self._db.replication_status())
+
+
+def replication_metrics(
+    status: ReplicationStatus,
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """A cluster node's replication figures (spec/05-durability.md §14.6); none on a
+    single node, which replicates nothing."""
+    if not status.cluster:
+        return
+    role = GaugeMetricFamily(
+        "brain_replication_role",
+        "1 for this node's role in its shard (planner, follower, read-only), 0 for the others.",
+        labels=["role"],
+    )
+    for name in ROLES:
+        if name != "single":
+            role.add_metric([name], 1 if status.role == name else 0)
+    yield role
+    for name, text, value in (
+        (
+            "brain_replication_applied_lsn",
+            "Last LSN of the shard's log applied to this node's store.",
+            float(status.applied_lsn),
+        ),
+        (
+            "brain_replication_log_last_lsn",
+            "Last LSN of the shard's log as this node knows it.",
+            float(status.last_lsn),
+        ),
+        (
+            "brain_replication_lag_records",
+            "Records of the log this node knows of and has not applied.",
+            float(status.lag_records),
+        ),
+        (
+            "brain_replication_lag_seconds",
+            "0 while caught up; else the time since this node last was.",
+            status.lag_seconds,
+        ),
+    ):
+        yield GaugeMetricFamily(name, text, value=value)
+    yield CounterMetricFamily(
+        "brain_planner_lease_renewals",
+        "Renewals of the planner lease this node made.",
+        value=status.lease_renewals,
+    )
+    yield CounterMetricFamily(
+        "brain_planner_takeovers",
+        "Times this node took the planner lease from a holder that let its term pass.",
+        value=status.takeovers,
+    )
 
 
 def _batch_sizes(by_size: Sequence[int]) -> HistogramMetricFamily:

@@ -110,6 +110,7 @@ def test_the_admin_port_answers_as_documented(server: ServerProcess) -> None:
     assert check("GET", "/v1/config")[0] == 200
     assert check("GET", "/v1/stats")[0] == 200
     assert check("GET", "/v1/wal")[0] == 200
+    assert check("GET", "/v1/cluster")[0] == 200
     assert check("GET", "/v1/audit", path="/v1/audit?namespace=default&limit=5")[0] == 200
     assert check("GET", "/v1/audit", path="/v1/audit?limit=5")[0] == 400
     explained = check("POST", "/v1/explain", body={"namespace": "default", "cue": "Alice"})

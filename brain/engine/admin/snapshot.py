@@ -2,10 +2,16 @@
 
 A bundle is a directory::
 
-    MANIFEST.json     format, id, LSN, store LSN, creation time, SHA-256 of every other file
+    MANIFEST.json     format, id, LSN, store LSN, creation time, SHA-256 of every other
+                      file, and the log the database keeps (``log``)
     lmdb/data.mdb     an LMDB copy rebuilt from the rows one read transaction sees
     wal/wal-*.log     one segment holding the records after that copy's LSN
     keys/data.mdb     (server snapshots) the key store
+
+A database on a shard's JetStream stream (spec/05-durability.md §14) has no
+local segments: its bundle's segment holds no record, its LSN is the store LSN
+(the node's applied LSN), and ``log`` names the stream and shard, which the
+restored directory catches up from (``brain serve --cluster``) after that LSN.
 
 Taking one does not stop writes: the LMDB copy is made from a read
 transaction, whose ``applied_lsn`` (the store LSN) says where it stands, and
@@ -64,6 +70,7 @@ __all__ = [
     "SNAPSHOT_DIR",
     "SnapshotInfo",
     "list_snapshots",
+    "log_description",
     "restore_snapshot",
     "scrub_bundle",
     "scrub_bundles",
@@ -93,15 +100,37 @@ class SnapshotInfo:
     lsn: int
     created_at: int
     path: Path
+    log: dict[str, object] | None = None
+    """The log the snapshotted database keeps: ``{"kind": "wal"}`` (its local WAL),
+    or ``{"kind": "jetstream", "stream", "shard", "node"}``; None in bundles of
+    earlier builds (a local WAL)."""
 
     def to_json(self) -> dict[str, object]:
         """The snapshot as the admin port shows it."""
-        return {
+        shown: dict[str, object] = {
             "id": self.id,
             "lsn": self.lsn,
             "created_at": self.created_at,
             "path": str(self.path),
         }
+        if self.log is not None:
+            shown["log"] = self.log
+        return shown
+
+
+def log_description(wal: RecordLog) -> dict[str, object]:
+    """What a bundle's manifest says of the log ``wal``: the local WAL, or the shard's
+    JetStream stream this database follows or plans."""
+    stream = getattr(wal, "stream", None)
+    options = getattr(wal, "options", None)
+    if stream is None or options is None:
+        return {"kind": "wal"}
+    return {
+        "kind": "jetstream",
+        "stream": str(stream),
+        "shard": str(options.shard),
+        "node": options.node,
+    }
 
 
 def _sha256(path: Path) -> str:
@@ -145,8 +174,10 @@ def write_bundle(
     lsn: int,
     wal_segments: list[Path],
     extra_envs: dict[str, lmdb.Environment] | None = None,
+    log_info: dict[str, object] | None = None,
 ) -> SnapshotInfo:
-    """Write a bundle: LMDB as seen by ``meta_db_reader`` (at ``lsn``), then the WAL segments.
+    """Write a bundle: LMDB as seen by ``meta_db_reader`` (at ``lsn``), then the WAL
+    segments; ``log_info`` (:func:`log_description`) goes in the manifest.
 
     The caller holds checkpoints off until this returns.
     """
@@ -164,6 +195,7 @@ def write_bundle(
             lsn=lsn,
             wal_segments=wal_segments,
             extra_envs=extra_envs or {},
+            log_info=log_info,
         )
         _fsync_tree(tmp)
         os.replace(tmp, bundle)
@@ -193,6 +225,7 @@ def take_snapshot(
             lsn=lsn,
             wal_segments=list(wal.segments),
             extra_envs=extra_envs,
+            log_info=log_description(wal),
         )
 
 
@@ -205,13 +238,14 @@ def _assemble(
     lsn: int,
     wal_segments: list[Path],
     extra_envs: dict[str, lmdb.Environment],
+    log_info: dict[str, object] | None,
 ) -> SnapshotInfo:
     copy_lmdb(env, tmp / "lmdb", reader)
     for name, other in extra_envs.items():
         with other.begin() as txn:
             copy_lmdb(other, tmp / name, txn)
     last = copy_wal_after(lsn, wal_segments, tmp / "wal")
-    info = SnapshotInfo(new_id().hex(), last, time.time_ns(), bundle)
+    info = SnapshotInfo(new_id().hex(), last, time.time_ns(), bundle, log_info)
     _write_manifest(tmp, info, store_lsn=lsn, known={})
     return info
 
@@ -234,6 +268,8 @@ def _write_manifest(
         "created_at": info.created_at,
         "files": files,
     }
+    if info.log is not None:
+        manifest["log"] = info.log
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
@@ -340,7 +376,13 @@ def restore_snapshot(bundle: Path, data_dir: Path) -> SnapshotInfo:
         raise
     lsn, created = manifest.get("lsn"), manifest.get("created_at")
     assert isinstance(lsn, int) and isinstance(created, int)
-    return SnapshotInfo(str(manifest.get("id")), lsn, created, data_dir)
+    return SnapshotInfo(str(manifest.get("id")), lsn, created, data_dir, _log_of(manifest))
+
+
+def _log_of(manifest: dict[str, object]) -> dict[str, object] | None:
+    """The manifest's ``log``, when it has a readable one."""
+    described = manifest.get("log")
+    return {str(k): v for k, v in described.items()} if isinstance(described, dict) else None
 
 
 def list_snapshots(directory: Path) -> list[SnapshotInfo]:
@@ -357,7 +399,9 @@ def list_snapshots(directory: Path) -> list[SnapshotInfo]:
             continue
         lsn, created = manifest.get("lsn"), manifest.get("created_at")
         if isinstance(lsn, int) and isinstance(created, int):
-            found.append(SnapshotInfo(str(manifest.get("id")), lsn, created, bundle))
+            found.append(
+                SnapshotInfo(str(manifest.get("id")), lsn, created, bundle, _log_of(manifest))
+            )
     return sorted(found, key=lambda s: s.created_at)
 
 
@@ -403,7 +447,7 @@ def scrub_bundle(bundle: Path) -> bool:
     staging = bundle.with_name(bundle.name + _SCRUBBING)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    info = SnapshotInfo(str(manifest.get("id")), lsn, created, bundle)
+    info = SnapshotInfo(str(manifest.get("id")), lsn, created, bundle, _log_of(manifest))
     try:
         _assemble_scrubbed(staging, info, store_lsn, [path for _, path in segments], kept)
     except BaseException:

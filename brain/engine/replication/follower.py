@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -78,6 +79,11 @@ class Follower:
         """Set once this node took the lease and plans writes."""
         self.rounds = 0
         self.failures = 0
+        self.stream_last = 0
+        """The stream's last sequence at this follower's last look."""
+        self.caught_up_at = time.monotonic()
+        """Monotonic time of the last look after which everything the stream held was
+        applied (the replication status's ``lag_seconds`` counts from it)."""
         self._thread = threading.Thread(target=self._run, name="brain-follower", daemon=True)
 
     def start(self) -> None:
@@ -134,8 +140,10 @@ class Follower:
 
     def _catch_up(self) -> None:
         last = self._log.refresh()
+        self.stream_last = last
         applied = self._applied()
         if last <= applied:
+            self.caught_up_at = time.monotonic()
             return
         batch: list[WalRecord] = []
         for record in self._log.read_from(applied + 1):
@@ -147,3 +155,5 @@ class Follower:
                 return
         if batch:
             self._apply(batch)
+        if self._applied() >= last:
+            self.caught_up_at = time.monotonic()

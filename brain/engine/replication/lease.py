@@ -113,6 +113,11 @@ class PlannerLease:
         lease is lost."""
         self.holder: str | None = None
         """The node that held the lease when this node last looked (itself included)."""
+        self.renewals = 0
+        """Renewals this node made (``brain_planner_lease_renewals_total``)."""
+        self.takeovers = 0
+        """Times this node took the lease from a holder that let a whole term pass
+        (``brain_planner_takeovers_total``); taking a free key is not counted."""
 
     @classmethod
     def open(cls, log_: JetStreamLog, node: str, term_s: float) -> PlannerLease:
@@ -207,9 +212,11 @@ class PlannerLease:
         if started - self._seen[1] < max(term_s, self.term_s) + TAKEOVER_MARGIN_S:
             return None, holder
         try:
-            return await self._kv.update(self.key, value, last=revision), self.node
+            taken = await self._kv.update(self.key, value, last=revision)
         except nats.js.errors.KeyWrongLastSequenceError:
             return None, holder  # renewed or taken meanwhile
+        self.takeovers += 1
+        return taken, self.node
 
     def keep(self) -> None:
         """Renew the held lease every ``term * RENEW_FRACTION`` until it is lost or
@@ -259,6 +266,7 @@ class PlannerLease:
                 continue
             self._revision = revision
             self._valid_until = started + self.term_s
+            self.renewals += 1
             return None
 
     async def _stored_unanswered(self, value: bytes) -> bool:
