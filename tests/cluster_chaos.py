@@ -116,6 +116,14 @@ each node's own order: spec/05 §14.7.)"""
 PLANNER_NAMED: Final = re.compile(r"whose writes node (\S+) plans")
 """A follower's refusal of a write, naming the planner (brain/engine/database.py)."""
 
+RECALL_BATCH: Final = 25
+"""Memory keys per RECALL of the final state: a cue of a few hundred characters whose
+every word matches at most the copies of one memory."""
+
+CLIENT_PAUSE_S: Final = 0.01
+"""A client's pause between calls: the load leaves the two cores room for the nodes'
+followers and indexers."""
+
 EXAMPLES: Final = 10
 """Differences between nodes kept in the figures when they did not converge."""
 
@@ -249,7 +257,7 @@ class _ClientThread:
 
     def run(self) -> None:
         try:
-            while not self.shared.stop.is_set():
+            while not self.shared.stop.wait(CLIENT_PAUSE_S):
                 roll = self.rng.random()
                 if roll < 0.3:
                     self._encode()
@@ -490,16 +498,22 @@ def _statements(client: Client, subject: str | None = None) -> Iterator[tuple[st
 
 def _final_state(client: Client, memories: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
     """One node's records: every statement, and the memories bearing each written text
-    (found by RECALL of the text, whose key no other record holds)."""
+    (found by RECALL of the texts' keys, a word no other record holds, a batch at a
+    time)."""
     state: dict[str, list[str]] = {}
     for key, record in _statements(client):
         state.setdefault(key, []).append(record)
-    for key, (_, text) in memories.items():
-        found = client.call(Opcode.RECALL, Recall(cue=text, top_k=5, records=("memory",)))
+    keys = sorted(memories)
+    for at in range(0, len(keys), RECALL_BATCH):
+        batch = {memories[key][1]: key for key in keys[at : at + RECALL_BATCH]}
+        cue = " ".join(key for key in batch.values())
+        found = client.call(
+            Opcode.RECALL, Recall(cue=cue, top_k=4 * RECALL_BATCH, records=("memory",))
+        )
         assert isinstance(found, RecallOk)
         for hit in found.hits:
-            if hit.memory is not None and hit.memory.text == text:
-                state.setdefault(key, []).append(hit.id.hex())
+            if hit.memory is not None and hit.memory.text in batch:
+                state.setdefault(batch[hit.memory.text], []).append(hit.id.hex())
     return state
 
 
