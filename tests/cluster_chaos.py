@@ -434,6 +434,7 @@ class _ClientThread:
         follower = self.rng.choice([n for n in NODES if n != planner])
         deadline = time.monotonic() + RYW_WAIT_S
         read = _get_memory(key, memory_id)
+        process = self.cluster.address(follower)
         while time.monotonic() < deadline and not self.shared.stop.is_set():
             try:
                 held = self.connections.get(follower)
@@ -444,7 +445,10 @@ class _ClientThread:
             except (BrainError, OSError):
                 self.connections.drop(follower)
             time.sleep(0.05)
-        if not self.shared.stop.is_set() and self.cluster.address(follower) is not None:
+        # A follower killed or restarted meanwhile is no failure of its reads.
+        running = self.cluster.address(follower)
+        same = process is not None and running is not None and running[1] == process[1]
+        if not self.shared.stop.is_set() and same:
             with self.shared.lock:
                 self.shared.ryw_failed.append(
                     f"{follower} did not show {key} ({memory_id}) within {RYW_WAIT_S} s"
