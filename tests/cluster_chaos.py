@@ -3,7 +3,7 @@
 with the planner node, a follower node or one NATS server killed (SIGKILL) at random
 each round and restarted on the same data directory and node id.
 
-    python -m tests.cluster_chaos --rounds 200 [--seed N] [--save]
+    python -m tests.cluster_chaos --rounds 200 [--seed N] [--max-s S] [--save]
 
 Each client is a thread with its own connections. It writes (ENCODE, STATEMENT_CREATE
 on subjects of its own) with a request id, to the node it believes plans the shard:
@@ -649,9 +649,11 @@ def run_rounds(
     rounds: int,
     seed: int,
     progress: Callable[[dict[str, object]], None] | None = None,
+    max_s: float | None = None,
 ) -> dict[str, object]:
     """Run ``rounds`` kill rounds in ``root``; return the figures. ``progress``, if
-    given, receives the figures of the rounds so far after every round."""
+    given, receives the figures of the rounds so far after every round; with
+    ``max_s``, no round starts after that many seconds (the final checks still run)."""
     rng = random.Random(seed)
     shared = _Shared()
     started = time.monotonic()
@@ -669,8 +671,12 @@ def run_rounds(
         try:
             if _wait_acked(shared, started, SETTLE_S) is None:
                 raise RuntimeError("no write was acknowledged after the cluster started")
+            done = 0
             for round_no in range(1, rounds + 1):
+                if max_s is not None and time.monotonic() - started > max_s:
+                    break
                 _one_round(cluster, shared, rng, round_no, tally)
+                done = round_no
                 if progress is not None:
                     progress(_figures(round_no, tally, shared, started))
         finally:
@@ -678,7 +684,8 @@ def run_rounds(
             for thread in threads:
                 thread.join(WRITE_GIVE_UP_S + CALL_TIMEOUT_S * 2)
         states, differ, converge_s = _converge(cluster, shared.memories)
-    figures = _figures(rounds, tally, shared, started)
+    figures = _figures(done, tally, shared, started)
+    figures["rounds_asked"] = rounds
     figures.update(_checked(check(shared.history, states)))
     figures["converged"] = not differ
     figures["still_differ"] = differ[:EXAMPLES]
@@ -734,6 +741,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster_chaos")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--max-s", type=float, default=None, help="start no round after this many seconds"
+    )
     parser.add_argument("--save", action="store_true", help=f"write the figures to {RESULTS}")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -744,7 +754,7 @@ def main(argv: list[str] | None = None) -> int:
             RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
     with tempfile.TemporaryDirectory(prefix="brain-cluster-chaos-") as root:
-        figures = run_rounds(Path(root), args.rounds, seed, progress)
+        figures = run_rounds(Path(root), args.rounds, seed, progress, args.max_s)
     ok = (
         figures["lost"] == figures["duplicated"] == figures["violations"] == 0
         and figures["converged"] is True
