@@ -36,12 +36,17 @@ The rules, each a :data:`RULES` name in the violations found:
   misses an acknowledged write of a lower LSN than one it shows;
 - ``monotonic``: on one node, a read that began after another ended never goes
   back in the log (per process: a restarted node starts again from its store);
-- ``planner``: a read on the planner sees every write acknowledged before it began;
+- ``planner``: a read on the planner sees every write acknowledged before it began
+  (a read on the planner: one that ran within a :class:`PlannerSpan` of its node's
+  process, a time the node itself reported planning throughout; any node
+  acknowledges writes, since a follower forwards them, so an acknowledgement does
+  not say which node planned);
 - ``min-lsn``: a read made with a minimum LSN sees every write at or below it.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,6 +58,7 @@ __all__ = [
     "Checked",
     "FinalState",
     "Op",
+    "PlannerSpan",
     "Seen",
     "Violation",
     "check",
@@ -119,6 +125,18 @@ class Op:
         return self.request_id is not None
 
 
+@dataclass(frozen=True, slots=True)
+class PlannerSpan:
+    """A time in which the process ``(node, incarnation)`` planned its shard's writes
+    throughout: it said so at ``start`` and again at ``end``, in one spell of planning
+    (its ``promotions`` count unchanged)."""
+
+    node: str
+    incarnation: int
+    start: float
+    end: float
+
+
 FinalState = Mapping[str, Sequence[str]]
 """One node's final state: content key → ids of the records bearing it."""
 
@@ -141,6 +159,10 @@ class Checked:
     lost: int = 0
     duplicated: int = 0
     reads_checked: int = 0
+    planner_reads: int = 0
+    """Reads held to the ``planner`` rule (within a planner span of their node)."""
+    min_lsn_reads: int = 0
+    """Reads held to the ``min-lsn`` rule (made with a minimum LSN)."""
     violations: list[Violation] = field(default_factory=list)
 
     def by_rule(self) -> dict[str, int]:
@@ -200,9 +222,14 @@ def _writes(history: Iterable[Op]) -> dict[str, _Write]:
     return writes
 
 
-def check(history: Sequence[Op], finals: Mapping[str, FinalState]) -> Checked:
+def check(
+    history: Sequence[Op],
+    finals: Mapping[str, FinalState],
+    planners: Sequence[PlannerSpan] = (),
+) -> Checked:
     """Every violation of the rules of this module by ``history`` and the nodes'
-    final states ``finals`` (node id → state)."""
+    final states ``finals`` (node id → state); ``planners`` are the spans in which a
+    node planned, within which its reads are held to the ``planner`` rule."""
     found = Checked()
     writes = _writes(history)
     by_key = {w.key: w for w in writes.values()}
@@ -218,7 +245,7 @@ def check(history: Sequence[Op], finals: Mapping[str, FinalState]) -> Checked:
     _check_finals(writes.values(), finals, found)
     reads = [op for op in history if not op.is_write and op.outcome == "ok"]
     found.reads_checked = len(reads)
-    _check_reads(reads, writes.values(), by_key, found)
+    _check_reads(reads, writes.values(), by_key, _Spans(planners), found)
     return found
 
 
@@ -323,7 +350,11 @@ def _bounds(read: Op, by_key: Mapping[str, _Write]) -> _Bounds:
 
 
 def _check_reads(
-    reads: Sequence[Op], writes: Iterable[_Write], by_key: Mapping[str, _Write], found: Checked
+    reads: Sequence[Op],
+    writes: Iterable[_Write],
+    by_key: Mapping[str, _Write],
+    spans: _Spans,
+    found: Checked,
 ) -> None:
     acked = sorted((w for w in writes if w.status == "ok"), key=lambda w: w.first_ack.end)
     acked_ends = [w.first_ack.end for w in acked]
@@ -333,7 +364,6 @@ def _check_reads(
         lsn = write.first_ack.lsn
         assert lsn is not None
         highest.append(max(lsn, highest[-1] if highest else 0))
-    all_acks = _Acks([a for w in acked for a in w.acks])
     bounds: dict[int, _Bounds] = {}
     for index, read in enumerate(reads):
         _check_phantoms(read, by_key, found)
@@ -345,6 +375,7 @@ def _check_reads(
                     f"{_name(read)} shows LSN {bound.low} but misses LSN {bound.missed_at:.0f}",
                 )
             )
+        found.min_lsn_reads += read.min_lsn is not None
         if read.min_lsn is not None and bound.high < read.min_lsn:
             found.violations.append(
                 Violation(
@@ -353,7 +384,8 @@ def _check_reads(
                     f"{bound.missed_at:.0f}",
                 )
             )
-        if _is_planner_read(read, all_acks):
+        if spans.holds(read):
+            found.planner_reads += 1
             before = _count_before(acked_ends, read.start)
             if before and bound.high < highest[before - 1]:
                 found.violations.append(
@@ -378,41 +410,22 @@ def _count_before(ends: Sequence[float], moment: float) -> int:
     return low
 
 
-class _Acks:
-    """Every acknowledgement, sorted by end, overall and per node process: for
-    :func:`_is_planner_read` in logarithmic time rather than a scan per read."""
+class _Spans:
+    """The planner spans by process, sorted by start: :meth:`holds` in logarithmic
+    time rather than a scan per read."""
 
-    def __init__(self, acks: Sequence[Op]) -> None:
-        self.all = sorted(acks, key=lambda a: a.end)
-        self.ends = [a.end for a in self.all]
-        self.longest = max((a.end - a.start for a in self.all), default=0.0)
-        self.mine: dict[tuple[str, int], list[Op]] = {}
-        for ack in self.all:
-            self.mine.setdefault((ack.node, ack.incarnation), []).append(ack)
-        self.mine_ends = {p: [a.end for a in acks] for p, acks in self.mine.items()}
+    def __init__(self, spans: Sequence[PlannerSpan]) -> None:
+        self.by_process: dict[tuple[str, int], list[PlannerSpan]] = {}
+        for span in sorted(spans, key=lambda s: s.start):
+            self.by_process.setdefault((span.node, span.incarnation), []).append(span)
+        self.starts = {p: [s.start for s in found] for p, found in self.by_process.items()}
 
-
-def _is_planner_read(read: Op, acks: _Acks) -> bool:
-    """Whether ``read`` ran on the planner: its node's process acknowledged a write
-    before the read began, and no other process acknowledged one from the start of
-    that write to the end of the read (so no other node can have planned meanwhile,
-    and every write acknowledged before the read is in that process's store)."""
-    process = (read.node, read.incarnation)
-    before = _count_before(acks.mine_ends.get(process, []), read.start)
-    if not before:
-        return False
-    since = acks.mine[process][before - 1].start
-    # Another process's ack overlapping [since, read.end]: it ends after ``since`` and
-    # begins before the read ends, so it ends before read.end + the longest ack.
-    at = _count_before(acks.ends, since)
-    while at < len(acks.all) and acks.all[at].end <= since:
-        at += 1
-    for ack in itertools.islice(acks.all, at, None):
-        if ack.end > read.end + acks.longest:
-            break
-        if (ack.node, ack.incarnation) != process and ack.start < read.end:
-            return False
-    return True
+    def holds(self, read: Op) -> bool:
+        """Whether ``read`` ran within a span of its own node's process."""
+        process = (read.node, read.incarnation)
+        before = bisect.bisect_right(self.starts.get(process, []), read.start)
+        # Spans of one process do not overlap, so only the last begun can hold it.
+        return bool(before) and self.by_process[process][before - 1].end >= read.end
 
 
 def _check_phantoms(read: Op, by_key: Mapping[str, _Write], found: Checked) -> None:

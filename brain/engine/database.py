@@ -174,6 +174,8 @@ class Database:
         """The record time of the last record the follower applied."""
         self._notify: Callable[[object], None] = lambda plans: None
         """Tells the indexer and subscribers of the plans a follower applied."""
+        self._promotions = 0
+        """Spells of planning this node began (ReplicationStatus.promotions)."""
         self._rejoining = threading.Lock()
         """Held while this node turns from planner back to follower."""
 
@@ -310,6 +312,7 @@ class Database:
             read_only=writer.read_only_reason,
             lease=self._lease,
             follower=self._follower,
+            promotions=self._promotions,
         )
 
     def wait_applied(self, lsn: int, timeout: float) -> None:
@@ -521,6 +524,7 @@ class Database:
         lease.on_lost = self._lease_lost
         self._writer.on_log_failed = self._log_failed
         if lease.holder == lease.node:
+            self._promotions = 1
             refusal = lease.refusal()
             if refusal is not None:  # lost while the database opened
                 self._lease_lost(refusal)
@@ -563,6 +567,7 @@ class Database:
             def work() -> None:
                 wal.may_append = lease.refusal
                 writer.standby_reason = None
+                self._promotions += 1
 
             writer.between_batches(work).result()
             indexer.notify()

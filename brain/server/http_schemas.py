@@ -173,6 +173,7 @@ REPLICATION: Final[Schema] = {
             "read_only_reason": _NAME_OR_NULL,
             "lease_renewals": COUNT,
             "takeovers": COUNT,
+            "promotions": COUNT,
         }
     ),
     "description": "Where a node stands in its shard's replication (spec/05-durability.md §14.6).",

@@ -18,9 +18,11 @@ def http_call(
     token: str | None = None,
     *,
     raw: bytes | None = None,
+    timeout: float = HTTP_TIMEOUT_S,
 ) -> tuple[int, bytes, dict[str, str]]:
     """``method url`` with ``body`` as JSON (or the bytes ``raw`` as they are) and the
-    bearer ``token``: the status, the body and the headers, errors included."""
+    bearer ``token``, waiting at most ``timeout``: the status, the body and the
+    headers, errors included."""
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
     if token is not None:
@@ -28,7 +30,7 @@ def http_call(
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read(), dict(response.headers)
     except urllib.error.HTTPError as exc:
         with exc:

@@ -196,6 +196,8 @@ def test_every_node_registers_and_shows_the_cluster(nodes: Nodes) -> None:
     assert shown["stale_after_s"] == STALE_AFTER_S and shown["heartbeat_s"] == HEARTBEAT_S
     by_node = {e["node"]: e for e in _nodes_of(shown)}
     assert by_node["b0"]["role"] == "planner" and by_node["b1"]["role"] == "follower"
+    # One spell of planning on b0 (it took the free lease at open), none on b1.
+    assert (by_node["b0"]["promotions"], me["promotions"]) == (1, 0)
     assert by_node["b0"]["wire"] == f"{planner.host}:{planner.wire_port}"
     assert by_node["b1"]["admin"] == f"{follower.host}:{follower.admin_port}"
     assert all(e["shard"] == SHARD and e["lag_records"] == 0 for e in by_node.values())
@@ -329,6 +331,7 @@ def test_after_the_planner_is_killed_a_resumed_subscriber_gets_every_change_once
     )
     new = next(s for s in survivors if _me(s)["role"] == "planner")
     assert _metric(_metrics(new), "brain_planner_takeovers_total") == 1
+    assert _me(new)["promotions"] == 1
     assert _metric(_metrics(new), 'brain_replication_role{role="planner"}') == 1
     after = _write(new, "resume", WRITES, "after")
     expected = [m for m in before + after if m[0] > middle]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.cluster_history import RULES, FinalState, Op, Seen, check
+from tests.cluster_history import RULES, FinalState, Op, PlannerSpan, Seen, check
 
 
 def write(
@@ -71,8 +71,16 @@ def same(state: FinalState) -> dict[str, FinalState]:
     return {"b0": state, "b1": state, "b2": state}
 
 
-def broken(history: list[Op], finals: dict[str, FinalState]) -> dict[str, int]:
-    return {rule: n for rule, n in check(history, finals).by_rule().items() if n}
+B0_PLANS = (PlannerSpan("b0", 1, 0.0, 100.0),)
+"""b0's first process plans throughout the hand-built histories."""
+
+
+def broken(
+    history: list[Op],
+    finals: dict[str, FinalState],
+    planners: tuple[PlannerSpan, ...] = B0_PLANS,
+) -> dict[str, int]:
+    return {rule: n for rule, n in check(history, finals, planners).by_rule().items() if n}
 
 
 TWO = [write("a", start=0, end=1, lsn=1), write("b", start=2, end=3, lsn=2)]
@@ -86,7 +94,7 @@ def test_a_correct_history_passes() -> None:
         read({"a": "m-a", "b": "m-b"}, start=4, end=5),
         read({"a": "m-a", "b": "m-b"}, node="b0", start=3.5, end=3.6),
     ]
-    found = check(history, same(holding("a", "b")))
+    found = check(history, same(holding("a", "b")), B0_PLANS)
     assert found.violations == []
     assert (found.writes_acknowledged, found.reads_checked, found.lost) == (2, 3, 0)
 
@@ -210,14 +218,19 @@ def test_a_planner_read_missing_an_earlier_ack_breaks_planner() -> None:
     )
 
 
-def test_a_planner_read_after_a_takeover_is_not_judged_as_the_planners() -> None:
-    # b1 took over and acknowledged c after b0's last ack: b0 may be deposed and behind.
-    history = [
-        *TWO,
-        write("c", node="b1", start=4, end=4.5, lsn=3),
-        read({"c": None}, node="b0", start=5, end=5.1),
-    ]
-    assert broken(history, same(holding("a", "b", "c"))) == {}
+def test_only_a_read_within_its_nodes_planning_span_is_judged_as_the_planners() -> None:
+    # b0 planned until 3.8, b1 from 4 on and acknowledged c: b0 may be behind.
+    spans = (PlannerSpan("b0", 1, 0.0, 3.8), PlannerSpan("b1", 1, 4.0, 100.0))
+    history = [*TWO, write("c", node="b1", start=4, end=4.5, lsn=3)]
+    finals = same(holding("a", "b", "c"))
+    assert broken([*history, read({"c": None}, node="b0", start=5, end=5.1)], finals, spans) == {}
+    on_b1 = read({"c": None}, node="b1", start=5, end=5.1)
+    assert broken([*history, on_b1], finals, spans) == {"planner": 1}
+    # A read that outlasts the span, or of another process of the node, is not.
+    assert broken([*history, replace(on_b1, end=200.0)], finals, spans) == {}
+    assert broken([*history, replace(on_b1, incarnation=2)], finals, spans) == {}
+    # An acknowledgement, a follower's forwarded one too, does not make a planner.
+    assert broken([*history, on_b1], finals, ()) == {}
 
 
 def test_a_read_missing_its_minimum_lsn_breaks_min_lsn() -> None:
@@ -303,7 +316,7 @@ def _run(steps: list[tuple[str, str]]) -> _Model:
 def test_histories_of_a_correct_cluster_pass(steps: list[tuple[str, str]]) -> None:
     model = _run(steps)
     final = {f"note {rid}": [f"m-{rid}"] for rid in model.log}
-    found = check(model.history, same(final))
+    found = check(model.history, same(final), B0_PLANS)
     assert found.violations == []
     assert found.lost == found.duplicated == 0
 
@@ -338,5 +351,5 @@ def test_a_follower_read_turned_back_is_always_caught(
     hidden = data.draw(st.sampled_from(shown))
     turned = replace(last, seen=tuple(Seen(s.key, None) if s == hidden else s for s in last.seen))
     final = {f"note {rid}": [f"m-{rid}"] for rid in model.log}
-    found = check([*model.history[:-1], turned], same(final))
+    found = check([*model.history[:-1], turned], same(final), B0_PLANS)
     assert found.violations, "a read that went back passed"

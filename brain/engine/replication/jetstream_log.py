@@ -531,6 +531,12 @@ class JetStreamLog:
         first_round = True
         while pending:
             if not first_round:
+                # Published again only while this writer may still append: a deposed
+                # planner's retries must not reach the stream after its lease ran out
+                # and another node read the stream's end (spec/05 §14.3).
+                refusal = None if self.may_append is None else self.may_append()
+                if refusal is not None:
+                    raise self._fail(refusal)
                 self.republished += len(pending)
             first_round = False
             tokens: list[str] = []

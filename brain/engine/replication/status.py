@@ -25,8 +25,9 @@ __all__ = ["ROLES", "STATES", "ReplicationStatus", "replication_status"]
 ROLES: Final = ("single", "planner", "follower", "read-only")
 """A node's roles: ``single`` keeps its own local WAL (no cluster); ``planner``
 plans its shard's writes; ``follower`` applies the stream and serves reads;
-``read-only`` takes no writes and follows nothing (its log failed, or it lost the
-planner lease: it stays so until a restart)."""
+``read-only`` takes no writes and follows nothing (a storage fault: it stays so
+until a restart; a planner that lost its lease or whose append failed is so only
+until it follows again, spec/05-durability.md §14.3)."""
 
 STATES: Final = ("live", "stale", "stopped")
 """A node registry entry's state (:mod:`brain.engine.replication.registry`):
@@ -67,6 +68,11 @@ class ReplicationStatus:
     """Renewals of the planner lease this node made since it started."""
     takeovers: int
     """Times this node took the lease over from a holder that let its term pass."""
+    promotions: int
+    """Times this node began planning its shard's writes since it started: at open
+    with the lease free, after taking it, and again after each rejoin (spec/05 §14.3).
+    One spell of planning keeps one count, so a monitor (or a history checker) that
+    sees ``planner`` twice with the same count knows the node planned throughout."""
 
     def to_json(self) -> dict[str, object]:
         """The status as ``/v1/cluster`` and the node registry show it."""
@@ -81,6 +87,7 @@ def replication_status(
     read_only: str | None,
     lease: PlannerLease | None,
     follower: Follower | None,
+    promotions: int = 0,
 ) -> ReplicationStatus:
     """The status of the database whose log, lease and follower these are, whose
     writer has applied up to ``applied``, failed for ``fault`` (a storage fault) and
@@ -102,6 +109,7 @@ def replication_status(
             read_only_reason=read_only,
             lease_renewals=0,
             takeovers=0,
+            promotions=0,
         )
     # A JetStream log (imported lazily by the database: the NATS client is slow to load).
     stream = str(getattr(wal, "stream", "")) or None
@@ -135,4 +143,5 @@ def replication_status(
         read_only_reason=read_only,
         lease_renewals=renewals,
         takeovers=takeovers,
+        promotions=promotions,
     )

@@ -29,6 +29,7 @@ FOLLOWER = ReplicationStatus(
     read_only_reason="node b1 follows shard s0",
     lease_renewals=0,
     takeovers=2,
+    promotions=1,
 )
 
 
