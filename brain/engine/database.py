@@ -674,8 +674,10 @@ class Database:
 
     def copy_namespace(self, namespace: str, records: Iterable[WalRecord]) -> tuple[int, int]:
         """Log here the changes to ``namespace``'s keys that the other shard's
-        ``records`` made (:mod:`brain.engine.admin.namespace_copy`), in order; returns
-        (changes copied, the last source LSN read; 0 when ``records`` was empty)."""
+        ``records`` made (:mod:`brain.engine.admin.namespace_copy`), in order, even
+        while the namespace is frozen here (as a move holds it until its cut-over);
+        returns (changes copied, the last source LSN read; 0 when ``records`` was
+        empty)."""
         self._check_open()
         copied = last = 0
         for batch in copy_batches(namespace, records):
@@ -686,7 +688,7 @@ class Database:
             # after them, so the namespace's later writes are recorded after them.
             self._writer.clock.observe(batch.record_time)
             plan = plan_copy(batch, self.retrieval.indexes)
-            self._writer.submit(plan, namespace).result(DROP_WAIT_S)
+            self._writer.submit(plan, namespace, past_freeze=True).result(DROP_WAIT_S)
             copied += len(batch.changes)
         return copied, last
 

@@ -177,6 +177,8 @@ class _Job:
     plan: PlanFn
     future: Future[bytes]
     lane: Lane
+    past_freeze: bool = False
+    """A move's copy, which fills a namespace frozen here until its cut-over."""
 
 
 @dataclass(slots=True)
@@ -295,15 +297,18 @@ class Writer:
         """Start the writer thread."""
         self._thread.start()
 
-    def submit(self, plan: PlanFn, namespace: str | None = None) -> Future[bytes]:
+    def submit(
+        self, plan: PlanFn, namespace: str | None = None, *, past_freeze: bool = False
+    ) -> Future[bytes]:
         """Queue a write of ``namespace`` (None: the engine's own work); the future
         resolves to its answer payload or a BrainError. Jobs of one namespace are
-        planned in the order submitted."""
+        planned in the order submitted. ``past_freeze``: the plan may put keys of a
+        frozen namespace (a move's copy into this shard)."""
         future: Future[bytes] = Future()
         if self.read_only:
             future.set_exception(self._read_only_error())
         else:
-            self._queue.put(_Job(plan, future, namespace))
+            self._queue.put(_Job(plan, future, namespace, past_freeze))
         return future
 
     def request_checkpoint(self) -> Future[object]:
@@ -639,7 +644,7 @@ class Writer:
             except BrainError as exc:
                 results.append(exc)
                 continue
-            if isinstance(outcome, Plan) and frozen:
+            if isinstance(outcome, Plan) and frozen and not job.past_freeze:
                 refused = refusal(outcome.changes, frozen)
                 if refused is not None:
                     results.append(refused)

@@ -117,8 +117,7 @@ def test_a_copied_namespace_lands_row_for_row(tmp_path: Path) -> None:
         newest = max(
             m.memory.recorded_at
             for m in (
-                target.execute("moving", Opcode.MEMORY_GET, MemoryGet(id=a.memory_id))
-                for a in made
+                target.execute("moving", Opcode.MEMORY_GET, MemoryGet(id=a.memory_id)) for a in made
             )
             if isinstance(m, MemoryGetOk)
         )
