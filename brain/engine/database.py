@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, Final
 
 import lmdb
 
+from brain import cbor
 from brain.embed import DEFAULT_KIND, Embedder, load_embedder
 from brain.embed.batching import BatchingEmbedder
 from brain.embed.process import ProcessEmbedder
 from brain.engine.admin.jsonl_export import jsonl_lines
-from brain.engine.admin.namespace_drop import drop_namespace
+from brain.engine.admin.namespace_copy import copy_batches, plan_copy
+from brain.engine.admin.namespace_drop import DROP_WAIT_S, drop_namespace
 from brain.engine.admin.purge import Purger
 from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
 from brain.engine.admin.statistics import (
@@ -71,10 +73,11 @@ from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
 from brain.engine.write.clock import RecordClock
-from brain.engine.write.plan import PLAN_RECORD_KIND, Plan, apply_changes, decode_plan
+from brain.engine.write.frozen import freeze, thaw
+from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, decode_plan
 from brain.engine.write.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
-from brain.engine.write.writer import MAX_GROW_ATTEMPTS, Writer
+from brain.engine.write.writer import MAX_GROW_ATTEMPTS, PlanContext, Writer
 from brain.errors import StorageFault, Unavailable
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
@@ -645,6 +648,49 @@ class Database:
         returns how many keys went. Writes to it must be refused meanwhile."""
         self._check_open()
         return drop_namespace(self._writer, namespace, self.retrieval.indexes)
+
+    def freeze_namespace(self, namespace: str, to_shard: str) -> int:
+        """Log the freeze of ``namespace`` for its move to ``to_shard``: no plan after it
+        puts a key of the namespace (:mod:`brain.engine.write.frozen`). Returns the
+        freeze's LSN: the source log holds nothing more of the namespace after it."""
+        return self._log_meta(freeze(namespace, to_shard), namespace)
+
+    def thaw_namespace(self, namespace: str) -> int:
+        """Log the end of ``namespace``'s freeze (a move given up, or done and dropped
+        here); its LSN."""
+        return self._log_meta(thaw(namespace), namespace)
+
+    def _log_meta(self, change: Change, namespace: str) -> int:
+        self._check_open()
+
+        def plan(ctx: PlanContext) -> Plan:
+            return Plan((change,), (cbor.encode({"lsn": ctx.lsn}),))
+
+        answer = cbor.decode(self._writer.submit(plan, namespace).result(DROP_WAIT_S))
+        lsn = answer.get("lsn") if isinstance(answer, dict) else None
+        if not isinstance(lsn, int):
+            raise StorageFault("a freeze was logged without its LSN")
+        return lsn
+
+    def copy_namespace(self, namespace: str, records: Iterable[WalRecord]) -> tuple[int, int]:
+        """Log here the changes to ``namespace``'s keys that the other shard's
+        ``records`` made (:mod:`brain.engine.admin.namespace_copy`), in order, even
+        while the namespace is frozen here (as a move holds it until its cut-over);
+        returns (changes copied, the last source LSN read; 0 when ``records`` was
+        empty)."""
+        self._check_open()
+        copied = last = 0
+        for batch in copy_batches(namespace, records):
+            last = batch.last_lsn
+            if not batch.changes:
+                continue
+            # The copied records keep their record times: this store's clock goes on
+            # after them, so the namespace's later writes are recorded after them.
+            self._writer.clock.observe(batch.record_time)
+            plan = plan_copy(batch, self.retrieval.indexes)
+            self._writer.submit(plan, namespace, past_freeze=True).result(DROP_WAIT_S)
+            copied += len(batch.changes)
+        return copied, last
 
     def close(self) -> None:
         """Finish queued writes, checkpoint, release the directory."""

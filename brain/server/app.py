@@ -161,7 +161,13 @@ class Server:
         self.wire_port = self._wire.sockets[0].getsockname()[1]
         registry = await asyncio.to_thread(self._open_registry)
         self.admin_port = await self._serve_http(
-            make_admin_app(self.config, self.keys, self._database(), registry),
+            make_admin_app(
+                self.config,
+                self.keys,
+                self._database(),
+                registry,
+                None if self._cluster is None else self._cluster.move,
+            ),
             server.admin_host,
             server.admin_port,
         )
@@ -352,6 +358,20 @@ class _ClusterParts:
             elif not planning and self.link.planning:
                 await self.link.stop_plans()
             await asyncio.sleep(PLANNER_WATCH_S)
+
+    async def move(self, namespace: str, to_shard: str) -> dict[str, object]:
+        """Move ``namespace`` to this node's shard (:mod:`brain.server.namespace_move`)."""
+        from brain.server.namespace_move import move_namespace
+
+        report = await move_namespace(
+            self.backend.database,
+            self.link,
+            self.shard_map,
+            namespace=namespace,
+            to_shard=to_shard,
+            planning=self.backend.planning(),
+        )
+        return report.to_json()
 
     async def close(self) -> None:
         self.watch.cancel()

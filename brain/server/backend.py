@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from brain import cbor
 from brain.engine.store.scope import Scope
+from brain.engine.write.frozen import FROZEN_RETRY_MS
 from brain.errors import InvalidArgument, PermissionDenied, Unavailable
 from brain.server.completions import Completions
 from brain.server.fanout import ChangeFanout
@@ -220,6 +221,8 @@ class EngineBackend:
         if forwarded.kind == "abort":
             self.database.abort_owner(forwarded.owner)
             return b""
+        if forwarded.kind != "request":
+            return await self._move_step(forwarded)
         try:
             opcode = Opcode(forwarded.opcode)
             permissions = frozenset(Permission(p) for p in forwarded.permissions)
@@ -253,6 +256,31 @@ class EngineBackend:
         if isinstance(answer, RawAnswer):
             return answer.payload
         return cbor.encode(answer.to_wire())
+
+    async def _move_step(self, forwarded: Forwarded) -> bytes:
+        """A step of a namespace's move off this shard, asked by the target's planner
+        (:mod:`brain.server.namespace_move`): run only by this shard's planner."""
+        forwarding = self.forwarding
+        if forwarding is None or not self.planning():
+            raise Unavailable(
+                "a move's steps run on the source shard's planner",
+                retry_after_ms=FROZEN_RETRY_MS,
+            )
+        db, namespace = self.database, forwarded.namespace
+        body = cbor.decode(forwarded.payload) if forwarded.payload else {}
+        if forwarded.kind == "freeze":
+            to_shard = body.get("to_shard") if isinstance(body, dict) else None
+            if not isinstance(to_shard, str):
+                raise InvalidArgument("a freeze names the shard it moves to")
+            lsn = await asyncio.to_thread(db.freeze_namespace, namespace, to_shard)
+            return cbor.encode({"lsn": lsn})
+        if forwarded.kind == "thaw":
+            return cbor.encode({"lsn": await asyncio.to_thread(db.thaw_namespace, namespace)})
+        # "drop": the move cut over, so the map routes the namespace elsewhere: its rows
+        # go, then the freeze, which held its writes until the last delete.
+        deleted = await asyncio.to_thread(db.drop_namespace, namespace)
+        await asyncio.to_thread(db.thaw_namespace, namespace)
+        return cbor.encode({"deleted": deleted})
 
     async def subscribe(
         self, principal: Principal, request: Subscribe

@@ -82,7 +82,12 @@ Each is a task and its request, so this bounds what other nodes can make it hold
 OVERLOADED_RETRY_MS: Final = 100
 """Retry advice of a forwarded request refused past :data:`MAX_ANSWERING`."""
 
-Kind = Literal["request", "abort"]
+Kind = Literal["request", "abort", "freeze", "thaw", "drop"]
+"""What a forwarded message asks: run a request, abort a closed connection's
+transactions, or a step of a namespace move on the source shard's planner
+(:mod:`brain.server.namespace_move`)."""
+
+KINDS: Final = ("request", "abort", "freeze", "thaw", "drop")
 
 
 def plan_subject(shard: str) -> str:
@@ -100,7 +105,9 @@ class Forwarded:
     """A request as the node that received it authenticated it.
 
     ``kind`` ``abort``: the connection ``owner`` closed on the forwarding node, so the
-    planner aborts the transactions it opened (no opcode or payload then)."""
+    planner aborts the transactions it opened (no opcode or payload then). ``freeze``,
+    ``thaw``, ``drop``: a move's steps for ``namespace`` (the payload: CBOR
+    ``{to_shard}`` for a freeze, an empty map otherwise)."""
 
     kind: Kind
     opcode: int
@@ -141,7 +148,7 @@ class Forwarded:
             row.get("owner"),
         )
         if (
-            kind not in ("request", "abort")
+            kind not in KINDS
             or not isinstance(op, int)
             or not isinstance(payload, bytes)
             or not isinstance(key_id, bytes)

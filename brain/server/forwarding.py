@@ -12,7 +12,8 @@ Every node answers every request. :meth:`Forwarding.route` decides where one run
 A forwarded request runs where it lands and is never forwarded again: a node that a
 stale map sent it to answers UNAVAILABLE with retry advice, and the client's retry
 takes the current map. A write to a namespace the map holds frozen (a move about to
-cut it over) is refused UNAVAILABLE with :data:`FROZEN_RETRY_MS` of retry advice.
+cut it over) is refused UNAVAILABLE with
+:data:`~brain.engine.write.frozen.FROZEN_RETRY_MS` of retry advice.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Final
 
 from brain import cbor
 from brain.engine.replication.shard_map import ShardMap
+from brain.engine.write.frozen import FROZEN_RETRY_MS
 from brain.errors import Unavailable
 from brain.server.cluster_link import (
     FORWARD_RETRY_MS,
@@ -34,11 +36,7 @@ from brain.wire.opcodes import Opcode, Permission
 from brain.wire.schema import Message
 from brain.wire.session import Principal
 
-__all__ = ["FROZEN_RETRY_MS", "Forwarding", "binds_to_planner"]
-
-FROZEN_RETRY_MS: Final = 200
-"""Retry advice of a write refused while its namespace is frozen: a move's cut-over is
-one compare-and-set after the target caught up, so it is over in a few of these."""
+__all__ = ["Forwarding", "binds_to_planner"]
 
 _TXN_OPCODES: Final = frozenset({Opcode.TXN_BEGIN, Opcode.TXN_COMMIT, Opcode.TXN_ABORT})
 

@@ -64,6 +64,10 @@ PROMETHEUS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+Mover = Callable[[str, str], Awaitable[dict[str, object]]]
+"""Moves ``namespace`` to ``to_shard`` and answers what it did (a cluster node's
+:mod:`brain.server.namespace_move`)."""
+
 EXPORT_CHUNK_LINES: Final = 1000
 """Export lines read per trip to the worker thread: small enough to stream steadily."""
 
@@ -264,6 +268,8 @@ class AdminState:
     UNAVAILABLE)."""
     registry: NodeRegistry | None = None
     """The cluster's node registry (None on a single node)."""
+    mover: Mover | None = None
+    """Moves a namespace to this node's shard (None on a single node)."""
 
     @property
     def snapshot_dir(self) -> Path:
@@ -444,6 +450,23 @@ def _cluster(state: AdminState) -> dict[str, object]:
         answer["heartbeat_s"] = HEARTBEAT_S
         answer["stale_after_s"] = STALE_AFTER_S
     return answer
+
+
+async def _move(request: web.Request) -> web.Response:
+    body = await _read_json(request)
+    unknown = sorted(set(body) - {"namespace", "to_shard"})
+    if unknown:
+        raise InvalidArgument(f"unknown key {unknown[0]!r}", field=unknown[0])
+    namespace, to_shard = body.get("namespace"), body.get("to_shard")
+    if not isinstance(namespace, str) or not namespace:
+        raise InvalidArgument("namespace (text) is required", field="namespace")
+    if not isinstance(to_shard, str) or not to_shard:
+        raise InvalidArgument("to_shard (text) is required", field="to_shard")
+    mover = request.app[ADMIN].mover
+    if mover is None:
+        raise Unavailable("a single node has no shards to move a namespace between")
+    report = await mover(namespace, to_shard)
+    return web.json_response(report)
 
 
 async def _show_cluster(request: web.Request) -> web.Response:
@@ -631,6 +654,20 @@ ADMIN_ROUTES: Final = (
         (Answer(HTTPStatus.OK, "The cluster.", schemas.CLUSTER), _UNAVAILABLE),
     ),
     Route(
+        "POST",
+        "/v1/cluster/moves",
+        _move,
+        "Move a namespace to this node's shard while it serves (spec/05-durability.md "
+        "§14.9): on that shard's planner; answered once the move is done.",
+        (
+            Answer(HTTPStatus.OK, "What the move did.", schemas.MOVE),
+            *_BAD_BODY,
+            error(HTTPStatus.CONFLICT, "CONFLICT: the namespace is on that shard already."),
+            _UNAVAILABLE,
+        ),
+        body=schemas.MOVE_REQUEST,
+    ),
+    Route(
         "GET",
         "/v1/wal",
         _show_wal,
@@ -719,11 +756,13 @@ def make_admin_app(
     keys: KeyStore,
     database: Database | None = None,
     registry: NodeRegistry | None = None,
+    mover: Mover | None = None,
 ) -> web.Application:
     """The admin API (:data:`ADMIN_ROUTES`) over ``keys`` and, for the routes that
-    need them, ``database`` and the cluster's node ``registry``."""
+    need them, ``database``, the cluster's node ``registry`` and the ``mover`` of
+    namespaces to this node's shard."""
     # The JSON errors wrap the guard, so its 401 and every later error share one shape.
     app = web.Application(middlewares=[json_errors, _guard], client_max_size=ADMIN_MAX_BODY)
-    app[ADMIN] = AdminState(config, keys, database, registry)
+    app[ADMIN] = AdminState(config, keys, database, registry, mover)
     install(app, ADMIN_PORT)
     return app

@@ -210,6 +210,27 @@ CLUSTER: Final[Schema] = _object(
     {"stale_after_s": {"type": "number"}, "heartbeat_s": {"type": "number"}},
 )
 
+MOVE_REQUEST: Final[Schema] = {
+    **_object({"namespace": NAMESPACE, "to_shard": TEXT}),
+    "additionalProperties": False,
+}
+MOVE: Final[Schema] = _object(
+    {
+        "namespace": NAMESPACE,
+        "from_shard": TEXT,
+        "to_shard": TEXT,
+        "copied_changes": COUNT,
+        "source_lsn": LSN,
+        "passes": COUNT,
+        "frozen_ms": COUNT,
+        "dropped_keys": {
+            "anyOf": [COUNT, {"type": "null"}],
+            "description": "Null: the source shard did not drop its rows (nothing serves them).",
+        },
+        "epoch": COUNT,
+    }
+)
+
 STATS: Final[Schema] = _object(
     {
         "applied_lsn": LSN,

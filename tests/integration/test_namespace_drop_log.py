@@ -12,11 +12,10 @@ import pytest
 from bench.peers.nats import NatsCluster, start_cluster
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.replication import JetStreamLogOptions
-from brain.engine.store.scope import namespace_id
-from brain.engine.store.tables import META, TABLES
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
 from tests.request_ids import request_id as rid
+from tests.store_rows import namespace_rows
 
 APPLY_WAIT_S = 15.0
 """How long a follower may take to apply the planner's records on loopback."""
@@ -36,21 +35,8 @@ def options(cluster: NatsCluster, node: str) -> DatabaseOptions:
 
 
 def keys_of(db: Database, namespace: str) -> list[tuple[bytes, bytes]]:
-    """Every (table, key) of ``namespace`` in the store, read byte by byte."""
-    prefix = namespace_id(namespace)
-    store = db._store  # the test checks the bytes the store holds
-    found: list[tuple[bytes, bytes]] = []
-    with store.read() as txn:
-        for table in TABLES:
-            if table == META:
-                continue
-            cursor = txn.cursor(db=store.table(table))
-            if cursor.set_range(prefix):
-                for key in cursor.iternext(keys=True, values=False):
-                    if not bytes(key).startswith(prefix):
-                        break
-                    found.append((table, bytes(key)))
-    return found
+    """Every (table, key) of ``namespace`` in the store."""
+    return [(table, key) for table, key, _ in namespace_rows(db, namespace)]
 
 
 def test_a_drop_reaches_the_follower_and_a_rebuilt_node(

@@ -75,7 +75,7 @@ from brain.engine.index.upkeep import REINDEX, REMOVE, queued_scope
 from brain.engine.index.vectors import LABEL_BYTES, VectorIndexes, scope_state
 from brain.engine.store.env import Store
 from brain.engine.store.meta import get_progress
-from brain.engine.store.scope import SCOPE_PREFIX_BYTES, Scope
+from brain.engine.store.scope import ID_BYTES, SCOPE_PREFIX_BYTES, Scope
 from brain.engine.store.tables import (
     EMBED_QUEUE,
     MEMORIES,
@@ -83,6 +83,7 @@ from brain.engine.store.tables import (
     VECTOR_SCOPES,
     VECTORS,
 )
+from brain.engine.write.frozen import frozen_namespaces
 from brain.engine.write.plan import Change, Delete, Plan, Put
 from brain.engine.write.writer import PlanContext, Writer
 
@@ -435,6 +436,14 @@ class Indexer:
             clear = frozenset(p for p in waited if not has_queued(cursor, p))
             waiting = [p for p in waited if p not in clear]
             others, complete = scopes_with_work(cursor, self._next_scope, MAX_INDEX_BATCH)
+            frozen = frozen_namespaces(self._store, txn)
+            if frozen:
+                # A namespace moving between shards takes no vectors until its
+                # cut-over (spec/05-durability.md §14.9): its entries wait, unembedded.
+                held = [p for p in (*others, *waiting) if p[:ID_BYTES] in frozen]
+                others = [p for p in others if p not in held]
+                waiting = [p for p in waiting if p not in held]
+                complete = complete and not held
             rest = not complete or any(p not in waiting for p in others)
             if waiting and (self._waited_rounds < MAX_WAITED_ROUNDS or not rest):
                 self._waited_rounds += 1

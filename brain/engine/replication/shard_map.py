@@ -244,6 +244,11 @@ class ShardMap:
         next epoch, compare-and-set as :meth:`assign`."""
         return self._change(namespace, lambda old: (old.shard, "frozen"), None)
 
+    def thaw(self, namespace: str, expected_revision: int) -> Placement:
+        """Mark ``namespace`` active again on its shard (a move given up) if its key is
+        still at ``expected_revision``; Conflict otherwise."""
+        return self._change(namespace, lambda old: (old.shard, "active"), expected_revision)
+
     def cut_over(self, namespace: str, to_shard: str, expected_revision: int) -> Placement:
         """Put ``namespace`` on ``to_shard`` (active) if its key is still at
         ``expected_revision`` (0: not in the map yet); Conflict otherwise. Of two

@@ -51,6 +51,7 @@ from brain.engine.store.meta import put_progress
 from brain.engine.wal import RecordLog, WalRecord, WalSyncFailed
 from brain.engine.write.activity import Activity
 from brain.engine.write.clock import RecordClock
+from brain.engine.write.frozen import frozen_namespaces, refusal, touches_freezes
 from brain.engine.write.lanes import Lane, Lanes
 from brain.engine.write.pacing import Pacing
 from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_changes, encode_plan
@@ -176,6 +177,8 @@ class _Job:
     plan: PlanFn
     future: Future[bytes]
     lane: Lane
+    past_freeze: bool = False
+    """A move's copy, which fills a namespace frozen here until its cut-over."""
 
 
 @dataclass(slots=True)
@@ -294,15 +297,18 @@ class Writer:
         """Start the writer thread."""
         self._thread.start()
 
-    def submit(self, plan: PlanFn, namespace: str | None = None) -> Future[bytes]:
+    def submit(
+        self, plan: PlanFn, namespace: str | None = None, *, past_freeze: bool = False
+    ) -> Future[bytes]:
         """Queue a write of ``namespace`` (None: the engine's own work); the future
         resolves to its answer payload or a BrainError. Jobs of one namespace are
-        planned in the order submitted."""
+        planned in the order submitted. ``past_freeze``: the plan may put keys of a
+        frozen namespace (a move's copy into this shard)."""
         future: Future[bytes] = Future()
         if self.read_only:
             future.set_exception(self._read_only_error())
         else:
-            self._queue.put(_Job(plan, future, namespace))
+            self._queue.put(_Job(plan, future, namespace, past_freeze))
         return future
 
     def request_checkpoint(self) -> Future[object]:
@@ -620,6 +626,8 @@ class Writer:
         afters: list[Callable[[], None]] = []
         next_lsn = self._wal.next_lsn
         self._plannings += 1
+        # A namespace moving to another shard takes no new keys (spec/05 §14.9).
+        frozen = frozen_namespaces(self._store, txn)
         for job in jobs:
             record_time = self._clock.tick()
             context = PlanContext(
@@ -636,6 +644,11 @@ class Writer:
             except BrainError as exc:
                 results.append(exc)
                 continue
+            if isinstance(outcome, Plan) and frozen and not job.past_freeze:
+                refused = refusal(outcome.changes, frozen)
+                if refused is not None:
+                    results.append(refused)
+                    continue
             if outcome.after is not None:
                 afters.append(outcome.after)
             if isinstance(outcome, Failed):
@@ -645,6 +658,8 @@ class Writer:
                 results.append(outcome.answer)
                 continue
             apply_changes(self._store, txn, outcome.changes)
+            if touches_freezes(outcome.changes):
+                frozen = frozen_namespaces(self._store, txn)
             records.append(WalRecord(next_lsn, record_time, PLAN_RECORD_KIND, encode_plan(outcome)))
             plans.append((next_lsn, outcome))
             results.append(outcome.answers[-1] if outcome.answers else b"")

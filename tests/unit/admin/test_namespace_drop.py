@@ -5,28 +5,14 @@ from __future__ import annotations
 
 from brain.engine.admin.namespace_drop import drop_namespace
 from brain.engine.database import Database
-from brain.engine.store.scope import namespace_id
-from brain.engine.store.tables import META, TABLES
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
 from tests.request_ids import request_id as rid
+from tests.store_rows import namespace_rows
 
 
 def _keys_of(db: Database, namespace: str) -> int:
-    prefix = namespace_id(namespace)
-    store = db._store  # the test checks the bytes the store holds
-    count = 0
-    with store.read() as txn:
-        for table in TABLES:
-            if table == META:
-                continue
-            cursor = txn.cursor(db=store.table(table))
-            if cursor.set_range(prefix):
-                for key in cursor.iternext(keys=True, values=False):
-                    if not bytes(key).startswith(prefix):
-                        break
-                    count += 1
-    return count
+    return len(namespace_rows(db, namespace))
 
 
 def _encode(db: Database, namespace: str, n: int, space: str | None = None) -> None:
