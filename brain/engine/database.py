@@ -66,7 +66,7 @@ from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, rea
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.status import ReplicationStatus, replication_status
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
-from brain.engine.store.meta import check_format, get_progress, put_progress
+from brain.engine.store.meta import LOCAL_LOG, check_format, check_log, get_progress, put_progress
 from brain.engine.store.upgrade import upgrade_format
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, RecordLog, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
@@ -205,6 +205,7 @@ class Database:
         embedder: BatchingEmbedder | None = None
         try:
             check_format(store)
+            check_log(store, _log_name(wal))
             applied, last_time = _recover(store, wal)
             upgrade_format(store)
             clock = RecordClock(last_time)
@@ -766,6 +767,13 @@ def _take_lease(wal: JetStreamLog, opts: DatabaseOptions) -> PlannerLease | None
         wal.may_append = lease.refusal
         wal.refresh()
     return lease
+
+
+def _log_name(wal: RecordLog) -> str:
+    """The name :func:`~brain.engine.store.meta.check_log` holds the store to."""
+    return (
+        LOCAL_LOG if isinstance(wal, WriteAheadLog) else str(getattr(wal, "stream", wal.location))
+    )
 
 
 def _drop_lease(lease: PlannerLease | None, *, release: bool = False) -> None:

@@ -31,7 +31,7 @@ from brain.engine.replication.lease import (
     TAKEOVER_MARGIN_S,
     PlannerLease,
 )
-from brain.errors import Unavailable
+from brain.errors import StorageFault, Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
@@ -326,3 +326,15 @@ def test_a_follower_takes_over_from_a_planner_process_killed_with_sigkill(
         if process.stdout is not None:
             process.stdout.close()
         errors.close()
+
+
+def test_a_store_of_one_shard_is_refused_on_another(cluster: NatsCluster, tmp_path: Path) -> None:
+    with Database.open(tmp_path / "a", options(cluster, "guard-one", "a")) as db:
+        encode(db, 1, "on shard guard-one")
+    # A store that applied records of one stream would read another's LSNs as its own.
+    with pytest.raises(StorageFault, match=r"not of BRAIN_LOG_guard-two.*on the shard of stream"):
+        Database.open(tmp_path / "a", options(cluster, "guard-two", "a"))
+    with pytest.raises(StorageFault, match=r"log BRAIN_LOG_guard-one.*its own log"):
+        Database.open(tmp_path / "a", DatabaseOptions(embedder="hashing"))
+    with Database.open(tmp_path / "a", options(cluster, "guard-one", "a")) as db:
+        assert db.applied_lsn >= 1  # on its own shard it opens as before

@@ -17,9 +17,11 @@ from brain.errors import StorageFault
 
 __all__ = [
     "FORMAT_VERSION",
+    "LOCAL_LOG",
     "OLDEST_FORMAT",
     "Progress",
     "check_format",
+    "check_log",
     "get_progress",
     "put_progress",
     "stamp_format",
@@ -41,6 +43,11 @@ other version is refused."""
 _APPLIED_LSN: Final = b"applied_lsn"
 _LAST_RECORD_TIME: Final = b"last_record_time"
 _FORMAT: Final = b"format_version"
+_LOG: Final = b"log"
+
+LOCAL_LOG: Final = "wal"
+"""The log name of a store applied from its own directory's write-ahead log; a store
+of a cluster names its shard's stream (``BRAIN_LOG_<shard>``)."""
 
 
 class Progress:
@@ -100,3 +107,31 @@ def check_format(store: Store) -> None:
             f"the store at {store.path} has format {version}; this build reads "
             f"{OLDEST_FORMAT} to {FORMAT_VERSION}"
         )
+
+
+def check_log(store: Store, log_name: str) -> None:
+    """Hold the store to the log it is applied from: the first open names it in
+    ``meta``, and a store that applied records of one log is refused on another (its
+    LSNs would be read as the other's, and the other's records applied on top of
+    data they never saw: a snapshot of shard s0 restored on a node of shard s1, say).
+    A store that names no log (an empty one, or one of a build that did not name its
+    log) takes the log it is opened on."""
+    db = store.table(META)
+    with store.env.begin(write=True) as txn:
+        raw = txn.get(_LOG, db=db)
+        named = None if raw is None else bytes(raw).decode("utf-8", "replace")
+        if named == log_name:
+            return
+        applied = get_progress(store, txn).applied_lsn
+        if named is not None and applied:
+            raise StorageFault(
+                f"this store applied {applied} records of the log {named}, not of "
+                f"{log_name}: it cannot follow another log (start it on its own log"
+                + (
+                    ", without --cluster"
+                    if named == LOCAL_LOG
+                    else f", on the shard of stream {named}"
+                )
+                + ", or restore a snapshot of this log's shard into a fresh directory)"
+            )
+        txn.put(_LOG, log_name.encode(), db=db)
