@@ -30,5 +30,6 @@ def test_cluster_chaos_rounds_lose_nothing_and_converge(tmp_path: Path) -> None:
     # The planner and minimum-LSN rules were put to work, not passed for want of reads.
     assert figures["planner_reads"] and figures["min_lsn_reads"], figures
     assert figures["takeovers_over_bound"] == 0, f"seed {seed}: {figures}"
+    assert figures["takeovers_in_elections_over_bound"] == 0, f"seed {seed}: {figures}"
     worst = figures["takeover_max_s"]
     assert worst is None or (isinstance(worst, float) and worst < TAKEOVER_BOUND_S), figures
