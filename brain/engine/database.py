@@ -38,7 +38,7 @@ from brain.engine.admin.jsonl_export import jsonl_lines
 from brain.engine.admin.namespace_copy import copy_batches, plan_copy
 from brain.engine.admin.namespace_drop import DROP_WAIT_S, drop_namespace
 from brain.engine.admin.purge import Purger
-from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, take_snapshot
+from brain.engine.admin.snapshot import SNAPSHOT_DIR, SnapshotInfo, log_description, take_snapshot
 from brain.engine.admin.statistics import (
     Statistics,
     count_scopes,
@@ -770,10 +770,10 @@ def _take_lease(wal: JetStreamLog, opts: DatabaseOptions) -> PlannerLease | None
 
 
 def _log_name(wal: RecordLog) -> str:
-    """The name :func:`~brain.engine.store.meta.check_log` holds the store to."""
-    return (
-        LOCAL_LOG if isinstance(wal, WriteAheadLog) else str(getattr(wal, "stream", wal.location))
-    )
+    """The name :func:`~brain.engine.store.meta.check_log` holds the store to: the one
+    a snapshot's manifest gives the log (:func:`log_description`)."""
+    described = log_description(wal)
+    return LOCAL_LOG if described["kind"] == "wal" else str(described["stream"])
 
 
 def _drop_lease(lease: PlannerLease | None, *, release: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""A store is held to the log it is applied from (spec/05-durability.md §14.2): a
+"""A store is held to the log it is applied from (spec/05-durability.md §14.6): a
 single node's store names the local WAL, and one that applied another log's records
 is refused rather than read with that log's LSNs."""
 
@@ -21,9 +21,7 @@ from tests.request_ids import request_id as rid
 def _named(path: Path) -> bytes | None:
     store = Store(path / "lmdb")
     try:
-        with store.read() as txn:
-            raw = txn.get(b"log", db=store.table(META))
-            return None if raw is None else bytes(raw)
+        return _name_in(store)
     finally:
         store.close()
 
