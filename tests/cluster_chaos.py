@@ -50,7 +50,7 @@ from bench.peers.nats import NatsCluster, start_cluster
 from brain.client import Client
 from brain.errors import BrainError, NotFound, Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
-from brain.wire.messages.recall_ops import Recall, RecallOk
+from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.messages.statement_ops import (
     StatementCreate,
     StatementCreateOk,
@@ -126,6 +126,12 @@ RECALL_CUES: Final = ("note fact", "fact said", "note", "fact", "said note")
 matches words of the records, so the lexical arm ranks them. (A cue that matches no
 word is ranked by the approximate vector arm alone, whose HNSW graph is built in
 each node's own order: spec/05 §14.8.)"""
+
+EXACT_ARMS: Final = ArmWeights(semantic=0.0)
+"""The arms of the compared RECALLs: lexical and graph, exact over the same records.
+The semantic arm is left out: its HNSW graph is built in each node's own order (a
+restart loads the saved graph and adds the rest), so its approximate neighbours may
+differ between nodes holding the same records (spec/05 §14.8)."""
 
 PLANNER_NAMED: Final = re.compile(r"whose writes node (\S+) plans")
 """A follower's refusal of a write, naming the planner (brain/engine/database.py)."""
@@ -671,7 +677,7 @@ def _answers(client: Client) -> list[list[str]]:
     """The ids each fixed RECALL cue answers, in rank order."""
     answers = []
     for cue in RECALL_CUES:
-        found = client.call(Opcode.RECALL, Recall(cue=cue, top_k=10))
+        found = client.call(Opcode.RECALL, Recall(cue=cue, top_k=10, arms=EXACT_ARMS))
         assert isinstance(found, RecallOk)
         answers.append([hit.id.hex() for hit in found.hits])
     return answers
@@ -800,7 +806,7 @@ def _one_round(
                 tally.stuck.append(f"round {round_no}: no takeover after killing {node}")
             else:
                 with shared.lock:
-                    electing = any(killed_at < back + ELECTION_S for _, back in shared.nats_down)
+                    electing = _in_election(killed_at, first.end, shared.nats_down)
                 took = first.end - killed_at
                 (tally.takeovers_in_elections if electing else tally.takeovers).append(took)
         else:
@@ -870,6 +876,12 @@ def run_rounds(
     return figures
 
 
+def _in_election(start: float, end: float, down: list[tuple[float, float]]) -> bool:
+    """Whether ``start``..``end`` overlaps a NATS server's death and the
+    :data:`ELECTION_S` after its return (``down``: each kill's and return's moment)."""
+    return any(killed <= end and back + ELECTION_S >= start for killed, back in down)
+
+
 def _figures(rounds: int, tally: _Tally, shared: _Shared, started: float) -> dict[str, object]:
     with shared.lock:
         ops = list(shared.history)
@@ -877,11 +889,7 @@ def _figures(rounds: int, tally: _Tally, shared: _Shared, started: float) -> dic
         down = list(shared.nats_down)
     # A follower that waited out a stream leader election after a NATS server's
     # death answered honestly that it was behind; anything else is a failure.
-    electing = [
-        what
-        for start, end, what in unmet
-        if any(killed <= end and back + ELECTION_S >= start for killed, back in down)
-    ]
+    electing = [what for start, end, what in unmet if _in_election(start, end, down)]
     failed = [what for _, _, what in unmet if what not in electing]
     takeovers, in_elections = tally.takeovers, tally.takeovers_in_elections
     return {
