@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import logging
@@ -54,6 +55,14 @@ from nats.js.api import (
 )
 from nats.nuid import NUID
 
+from brain.engine.replication.generations import (
+    Compaction,
+    Generation,
+    current_of,
+    list_generations,
+    stream_name,
+    stream_subject,
+)
 from brain.engine.replication.options import REPLICAS, JetStreamLogOptions
 from brain.engine.wal.format import Incomplete, WalRecord, decode_record, encode_record
 from brain.errors import LogFenced, StorageFault, WalCorruption, WalSyncFailed
@@ -118,6 +127,11 @@ RETRY_PAUSE_S: Final = 0.2
 DEDUPE_WINDOW_S: Final = 120.0
 """How long the stream remembers a ``Nats-Msg-Id``: far longer than
 :data:`APPEND_DEADLINE_S`, so every retry of an append falls inside it."""
+
+COMPACT_CHUNK_BYTES: Final = 4 * 1024 * 1024
+"""Base records published per append while compacting, in bytes (a chunk is closed
+once it holds this much): a few MiB in flight, acknowledged by a quorum well
+within :data:`ACK_WAIT_S` on a healthy cluster."""
 
 READ_BATCH: Final = 256
 """Records asked for at once when reading: enough requests in flight to hide the
@@ -193,8 +207,20 @@ class JetStreamLog:
     def __init__(self, options: JetStreamLogOptions, loop: _Loop, client: Client) -> None:
         """Private: use :meth:`JetStreamLog.open`."""
         self.options = options
-        self.stream = f"BRAIN_LOG_{options.shard}"
-        self.subject = f"brain.log.{options.shard}"
+        self.stream = stream_name(options.shard, 0)
+        """The log's name (its first generation's stream): what a store is held to
+        and a snapshot's manifest names, whichever generation holds the log now."""
+        self.generation = 0
+        """The generation of the stream holding the log now (§14.10)."""
+        self.compaction: Compaction | None = None
+        """How that generation was made (None: the first, never compacted)."""
+        self.sealed = False
+        """Whether that stream is sealed (a compaction began: it takes no appends)."""
+        self._physical = self.stream
+        self._subject = stream_subject(options.shard, 0)
+        self._offset = 0
+        """The LSN of the record before the stream's sequence 1: 0, or for a compacted
+        generation the LSN it was compacted to less its base records."""
         self.sync_count = 0
         self.bytes_written = 0
         self.republished = 0
@@ -252,7 +278,7 @@ class JetStreamLog:
     @property
     def location(self) -> str:
         """The stream and the servers, for messages to the operator."""
-        return f"JetStream stream {self.stream} on {','.join(self.options.servers)}"
+        return f"JetStream stream {self._physical} on {','.join(self.options.servers)}"
 
     @property
     def first_lsn(self) -> int:
@@ -392,19 +418,197 @@ class JetStreamLog:
     def refresh(self) -> int:
         """Ask the stream for its last sequence and take it as :attr:`last_lsn`: what a
         follower reads up to, and the fence a new planner appends after. Returns it.
-        A stream that ends before what this handle knew raises
+
+        A stream that is sealed or gone was compacted (§14.10): when a later
+        generation is complete the handle moves to it (:attr:`generation` changes;
+        a reader that had applied less than its :attr:`compaction`'s
+        ``compacted_to`` must start again from its base, :meth:`read_base`). A stream
+        that ends before what this handle knew raises
         :class:`~brain.errors.WalCorruption`."""
-        info = self.info()
-        if info.state.last_seq < self.last_lsn:
+        self._check_open()
+        before = self.generation
+        info = self._loop.call(
+            self._retrying(self._current_info, API_DEADLINE_S, "info"),
+            API_DEADLINE_S + CALL_TIMEOUT_S,
+        )
+        if self.generation != before:
+            self._adopt(info)
+            return self.last_lsn
+        last = info.state.last_seq + self._offset
+        if last < self.last_lsn:
             raise WalCorruption(
                 self.location,
                 0,
                 None,
-                f"the stream ends at sequence {info.state.last_seq}, before the "
-                f"{self.last_lsn} records it held",
+                f"the stream ends at LSN {last}, before the {self.last_lsn} records it held",
             )
-        self._next_lsn = info.state.last_seq + 1
+        self._next_lsn = last + 1
         return self.last_lsn
+
+    def read_base(self) -> Iterator[WalRecord]:
+        """The base records of the current generation, in order: the store's rows at
+        the LSN it was compacted to, which rebuild a store from nothing up to that
+        LSN (nothing for a generation that was never compacted)."""
+        self._check_open()
+        made = self.compaction
+        if made is None:
+            return iter(())
+        return self._read(self._offset + 1, made.compacted_to)
+
+    async def _current_info(self) -> StreamInfo:
+        """The info of the stream holding the log now, moving to a later complete
+        generation when this one is sealed or deleted."""
+        try:
+            info: StreamInfo | None = await self._js.stream_info(self._physical)
+        except nats.js.errors.NotFoundError:
+            info = None
+        if info is not None and not info.config.sealed:
+            self.sealed = False
+            return info
+        found = await list_generations(self._client, self._js, self.options.shard)
+        later = [g for g in found if g.number > self.generation and g.complete]
+        if later:
+            self._take(later[-1])
+            # Left by a compaction cut short after its copy was complete: whoever finds
+            # older generations deletes them.
+            for old in found:
+                if old.number < later[-1].number:
+                    await self._delete_stream(old.name)
+            return later[-1].info
+        if info is None:
+            raise StorageFault(
+                f"the stream {self._physical} was deleted and no later generation of the "
+                f"log of shard {self.options.shard} is complete"
+            )
+        self.sealed = True
+        return info
+
+    def compact(
+        self, base: Callable[[], Iterator[bytes]], count: int, *, kind: int, record_time: int
+    ) -> None:
+        """Move the log to a new generation holding ``count`` base records (the plans
+        ``base()`` yields: the store's rows as of :attr:`last_lsn`), so that no record
+        before it survives in the cluster (spec/05-durability.md §14.10).
+
+        The current stream is sealed first (nothing appends to it from then on), a
+        new one created with the next generation number and published to, fenced as
+        appends are, each base record of ``kind`` stamped ``record_time``; then every older
+        generation is deleted. The next append goes to the new stream, with the LSN
+        it would have had. A stream that holds records this handle does not know of
+        raises :class:`~brain.errors.LogFenced`; any failure fails the log and leaves
+        the handle on the sealed stream, which the planner that takes the log next
+        compacts again.
+        """
+        self._check_writable()
+        compacted_to = self.last_lsn
+        if not 0 <= count <= compacted_to:
+            raise ValueError(f"{count} base records for a log of {compacted_to}")
+        if self.may_append is not None:
+            refusal = self.may_append()
+            if refusal is not None:
+                raise self._fail(refusal)
+        made = Compaction(compacted_to, count)
+        before = (self.generation, self.compaction, self._offset)
+        try:
+            number = self._loop.call(
+                self._open_generation(made), 2 * API_DEADLINE_S + CALL_TIMEOUT_S
+            )
+            self.generation, self.compaction = number, made
+            self._physical = stream_name(self.options.shard, number)
+            self._subject = stream_subject(self.options.shard, number)
+            self._offset = compacted_to - count
+            self._next_lsn = self._offset + 1
+            self._publish_base(base(), count, kind, record_time)
+            self.sealed = False
+            self._first_lsn = self._offset + 1
+        except BaseException as exc:
+            number, made_before, offset = before
+            self.generation, self.compaction, self._offset = number, made_before, offset
+            self._physical = stream_name(self.options.shard, number)
+            self._subject = stream_subject(self.options.shard, number)
+            self._next_lsn = compacted_to + 1
+            self.sealed = True
+            if isinstance(exc, LogFenced):
+                self._failure = str(exc)
+                raise
+            if isinstance(exc, WalSyncFailed | ValueError):
+                raise
+            if isinstance(exc, TimeoutError | nats.errors.Error | OSError | StorageFault):
+                raise self._fail(f"compacting the log failed: {exc}") from exc
+            raise
+        try:
+            self._loop.call(self._delete_older(number), API_DEADLINE_S + CALL_TIMEOUT_S)
+        except (TimeoutError, nats.errors.Error, OSError) as exc:
+            # The new generation is the log already: the old ones are deleted by the
+            # next node that opens the log or moves to this generation.
+            log.warning("deleting the generations before %s: %s", self._physical, exc)
+        log.info(
+            "the log of shard %s is compacted to LSN %d in %s (%d base records)",
+            self.options.shard,
+            compacted_to,
+            self._physical,
+            count,
+        )
+
+    def _publish_base(self, base: Iterator[bytes], count: int, kind: int, record_time: int) -> None:
+        """Publish the ``count`` base records in chunks, each acknowledged before the
+        next; a base of another length raises ValueError."""
+        chunk: list[WalRecord] = []
+        size = 0
+        for payload in base:
+            chunk.append(WalRecord(self._next_lsn + len(chunk), record_time, kind, payload))
+            size += len(payload)
+            if size >= COMPACT_CHUNK_BYTES:
+                self.append(chunk)
+                chunk, size = [], 0
+        if chunk:
+            self.append(chunk)
+        published = self._next_lsn - self._offset - 1
+        if published != count:
+            raise ValueError(f"the base held {published} records, not {count}")
+
+    async def _open_generation(self, made: Compaction) -> int:
+        """Seal the current stream, check that it ends where this handle knows, delete
+        the incomplete copies of earlier compactions, and create the next generation;
+        its number."""
+        current = self._physical
+
+        async def seal() -> StreamInfo:
+            info = await self._js.stream_info(current)
+            if info.config.sealed:
+                return info
+            config = info.config
+            config.sealed = True
+            return await self._js.update_stream(config)
+
+        sealed = await self._retrying(seal, API_DEADLINE_S, "sealing the stream")
+        self.sealed = True
+        last = sealed.state.last_seq + self._offset
+        if last != made.compacted_to:
+            raise LogFenced(
+                self.location,
+                made.compacted_to,
+                last,
+                f"the stream ends at LSN {last}, not at {made.compacted_to}: another "
+                "planner appended",
+            )
+
+        async def create() -> int:
+            found = await list_generations(self._client, self._js, self.options.shard)
+            for generation in found:
+                if generation.number > self.generation:
+                    await self._delete_stream(generation.name)
+            number = max(g.number for g in found) + 1 if found else self.generation + 1
+            await self._js.add_stream(self._stream_config(number, made))
+            return number
+
+        return await self._retrying(create, API_DEADLINE_S, "creating the compacted stream")
+
+    async def _delete_older(self, number: int) -> None:
+        """Delete every generation before ``number``."""
+        for generation in await list_generations(self._client, self._js, self.options.shard):
+            if generation.number < number:
+                await self._delete_stream(generation.name)
 
     def run(self, coro: Coroutine[object, object, _T], timeout: float) -> _T:
         """Run ``coro`` on the client's event loop (the planner lease's requests share
@@ -428,22 +632,51 @@ class JetStreamLog:
         """The stream's current info (state, cluster, config) from its leader."""
         self._check_open()
         return self._loop.call(
-            self._retrying(lambda: self._js.stream_info(self.stream), API_DEADLINE_S, "info"),
+            self._retrying(lambda: self._js.stream_info(self._physical), API_DEADLINE_S, "info"),
             API_DEADLINE_S + CALL_TIMEOUT_S,
         )
 
     # --- on the loop -----------------------------------------------------------------------
 
     async def _ensure_stream(self) -> StreamInfo:
+        """Take the log's current generation (§14.10), deleting older ones left by a
+        compaction that stopped before it deleted them; create the first generation
+        when the cluster holds none."""
+
         async def attempt() -> StreamInfo:
-            try:
-                return await self._js.stream_info(self.stream)
-            except nats.js.errors.NotFoundError:
-                return await self._js.add_stream(self._stream_config())
+            found = await list_generations(self._client, self._js, self.options.shard)
+            current, older = current_of(found)
+            if current is None:
+                if found:
+                    raise StorageFault(
+                        f"the log of shard {self.options.shard} is only in incomplete "
+                        f"compacted streams ({', '.join(g.name for g in found)}): "
+                        "its complete generation was deleted"
+                    )
+                return await self._js.add_stream(self._stream_config(0, None))
+            for old in older:
+                await self._delete_stream(old.name)
+            self._take(current)
+            return current.info
 
         return await self._retrying(
             attempt, OPEN_DEADLINE_S, "getting the stream ready", also=(NO_SUITABLE_PEERS,)
         )
+
+    async def _delete_stream(self, name: str) -> None:
+        """Delete a generation no longer current (absent already is fine)."""
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await self._js.delete_stream(name)
+
+    def _take(self, generation: Generation) -> None:
+        """Make ``generation`` the stream this handle reads and appends to."""
+        made = generation.compaction
+        self.generation = generation.number
+        self.compaction = made
+        self.sealed = bool(generation.info.config.sealed)
+        self._physical = stream_name(self.options.shard, generation.number)
+        self._subject = stream_subject(self.options.shard, generation.number)
+        self._offset = 0 if made is None else made.compacted_to - made.base
 
     async def _retrying(
         self,
@@ -480,10 +713,11 @@ class JetStreamLog:
                 )
             await asyncio.sleep(RETRY_PAUSE_S)
 
-    def _stream_config(self) -> StreamConfig:
+    def _stream_config(self, generation: int, made: Compaction | None) -> StreamConfig:
         return StreamConfig(
-            name=self.stream,
-            subjects=[self.subject],
+            name=stream_name(self.options.shard, generation),
+            description=None if made is None else made.describe(),
+            subjects=[stream_subject(self.options.shard, generation)],
             retention=RetentionPolicy.LIMITS,
             discard=DiscardPolicy.OLD,
             storage=StorageType.FILE,
@@ -496,17 +730,17 @@ class JetStreamLog:
 
     def _adopt(self, info: StreamInfo) -> None:
         state = info.state
-        self._next_lsn = state.last_seq + 1
-        self._first_lsn = state.first_seq if state.messages else self._next_lsn
-        self._first_lsn = max(self._first_lsn, 1)
-        if state.messages != state.last_seq - self._first_lsn + 1:
+        first_seq = max(state.first_seq if state.messages else state.last_seq + 1, 1)
+        if state.messages != state.last_seq - first_seq + 1:
             raise WalCorruption(
                 self.location,
                 0,
                 None,
                 f"the stream holds {state.messages} records between sequences "
-                f"{self._first_lsn} and {state.last_seq}: some were deleted, the log has gaps",
+                f"{first_seq} and {state.last_seq}: some were deleted, the log has gaps",
             )
+        self._next_lsn = state.last_seq + self._offset + 1
+        self._first_lsn = first_seq + self._offset
 
     async def _subscribe_acks(self) -> None:
         """Take an inbox of this handle's own for the acknowledgements of its publishes."""
@@ -549,11 +783,11 @@ class JetStreamLog:
                 futures.append(future)
                 headers = {
                     "Nats-Msg-Id": msg_id,
-                    "Nats-Expected-Stream": self.stream,
-                    "Nats-Expected-Last-Sequence": str(lsn - 1),
+                    "Nats-Expected-Stream": self._physical,
+                    "Nats-Expected-Last-Sequence": str(lsn - 1 - self._offset),
                 }
                 await self._client.publish(
-                    self.subject, frame, reply=self._ack_prefix + token, headers=headers
+                    self._subject, frame, reply=self._ack_prefix + token, headers=headers
                 )
             wait = max(min(ACK_WAIT_S, deadline - loop.time()), 0.0)
             await asyncio.wait(futures, timeout=wait)
@@ -596,7 +830,7 @@ class JetStreamLog:
                 if error.get("code") == NO_RESPONDERS:
                     return acknowledged, True
                 raise self._fail(f"the stream refused record {lsn}: {error}")
-            seq = int(answer["seq"])
+            seq = int(answer["seq"]) + self._offset
             if seq != lsn:
                 raise LogFenced(
                     self.location,
@@ -625,28 +859,30 @@ class JetStreamLog:
                 expected += 1
 
     async def _get_range(self, first: int, count: int) -> list[bytes]:
-        """The payloads of sequences ``first`` .. ``first + count - 1``, asked of the
+        """The payloads of records ``first`` .. ``first + count - 1``, asked of the
         stream's leader all at once (each request sent again while it has none).
 
         Direct gets of the stream, not a consumer: a consumer is created through
         the cluster's meta leader, which after the loss of a server may take far
         longer to return than the stream's own leader.
         """
+        stream, offset = self._physical, self._offset
 
-        async def one(sequence: int) -> bytes:
+        async def one(lsn: int) -> bytes:
+            sequence = lsn - offset
             try:
                 message = await self._retrying(
-                    lambda: self._js.get_msg(self.stream, sequence),
+                    lambda: self._js.get_msg(stream, sequence),
                     API_DEADLINE_S,
-                    f"reading record {sequence}",
+                    f"reading record {lsn}",
                 )
             except nats.js.errors.NotFoundError:
                 raise WalCorruption(
-                    self.location, 0, sequence, "the stream no longer holds this record"
+                    self.location, 0, lsn, "the stream no longer holds this record"
                 ) from None
             if message.seq != sequence or message.data is None:
                 raise WalCorruption(
-                    self.location, 0, sequence, f"the stream answered with sequence {message.seq}"
+                    self.location, 0, lsn, f"the stream answered with sequence {message.seq}"
                 )
             return message.data
 
