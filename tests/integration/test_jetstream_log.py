@@ -23,9 +23,9 @@ from brain.engine.replication.jetstream_log import (
 )
 from brain.engine.wal import RecordLog, WalRecord, encode_record
 from brain.errors import LogFenced, StorageFault, Unavailable, WalSyncFailed
-from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.memory_ops import MemoryGet, MemoryGetOk
 from brain.wire.opcodes import Opcode
-from tests.request_ids import request_id as rid
+from tests.integration.embedded_nodes import encode
 
 
 @pytest.fixture(scope="module")
@@ -156,12 +156,6 @@ def test_an_unreachable_cluster_is_reported_within_the_connect_deadline(
     with pytest.raises(StorageFault, match="cannot reach the JetStream cluster"):
         JetStreamLog.open(JetStreamLogOptions((f"nats://127.0.0.1:{free_port()}",)))
     assert time.monotonic() - started < deadline + 2
-
-
-def encode(db: Database, n: int, text: str) -> EncodeOk:
-    answer = db.execute("default", Opcode.ENCODE, Encode(request_id=rid(n), text=text))
-    assert isinstance(answer, EncodeOk)
-    return answer
 
 
 def test_a_database_on_the_stream_rebuilds_from_it_on_a_fresh_store(

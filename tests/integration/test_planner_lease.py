@@ -32,10 +32,10 @@ from brain.engine.replication.lease import (
     PlannerLease,
 )
 from brain.errors import StorageFault, Unavailable
-from brain.wire.messages.memory_ops import Encode, EncodeOk, MemoryGet, MemoryGetOk
+from brain.wire.messages.memory_ops import EncodeOk, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
-from tests.request_ids import request_id as rid
+from tests.integration.embedded_nodes import encode, node_options
 
 TERM_S = 2.0
 """The tests' lease term: short, so a takeover takes seconds, and still many times
@@ -56,16 +56,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
 
 
 def options(cluster: NatsCluster, shard: str, node: str) -> DatabaseOptions:
-    return DatabaseOptions(
-        embedder="hashing",
-        jetstream=JetStreamLogOptions(cluster.servers, shard=shard, node=node, lease_term_s=TERM_S),
-    )
-
-
-def encode(db: Database, n: int, text: str) -> EncodeOk:
-    answer = db.execute("default", Opcode.ENCODE, Encode(request_id=rid(n), text=text))
-    assert isinstance(answer, EncodeOk)
-    return answer
+    return node_options(cluster.servers, shard, node, TERM_S)
 
 
 def get(db: Database, memory_id: bytes) -> object:
