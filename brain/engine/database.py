@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -66,7 +67,14 @@ from brain.engine.records.audit import DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT, rea
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.status import ReplicationStatus, replication_status
 from brain.engine.store.env import DEFAULT_MAP_SIZE, Store
-from brain.engine.store.meta import LOCAL_LOG, check_format, check_log, get_progress, put_progress
+from brain.engine.store.meta import (
+    LOCAL_LOG,
+    check_format,
+    check_log,
+    compaction_due,
+    get_progress,
+    put_progress,
+)
 from brain.engine.store.upgrade import upgrade_format
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, RecordLog, WalRecord, WriteAheadLog
 from brain.engine.write import idempotency
@@ -78,7 +86,7 @@ from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, apply_change
 from brain.engine.write.transactions import MAX_TXN_WRITES, TxnRegistry
 from brain.engine.write.tuning import DEFAULT_RESOLUTION, Resolution
 from brain.engine.write.writer import MAX_GROW_ATTEMPTS, PlanContext, Writer
-from brain.errors import StorageFault, Unavailable
+from brain.errors import BrainError, StorageFault, Unavailable
 from brain.wire.opcodes import Opcode
 from brain.wire.schema import Message
 
@@ -206,7 +214,7 @@ class Database:
         try:
             check_format(store)
             check_log(store, _log_name(wal))
-            applied, last_time = _recover(store, wal)
+            applied, last_time = _recover(store, wal, root / "index" if opts.jetstream else None)
             upgrade_format(store)
             clock = RecordClock(last_time)
             retention = opts.idempotency_retention_ns
@@ -260,8 +268,8 @@ class Database:
         retrieval = Retrieval(embedder, indexes, indexer, pressure, opts.index_wait_s)
         database = cls(root, wal, store, writer, opts, retrieval=retrieval, listeners=wake)
         idle.append(database._purger.on_idle)
-        if lease is not None:
-            database._replicate(lease, last_time, notify)
+        if opts.jetstream is not None:
+            database._on_stream(lease, last_time, notify)
         return database
 
     # --- status ---------------------------------------------------------------------------
@@ -518,6 +526,18 @@ class Database:
 
     # --- the planner lease and following (spec/05-durability.md §14.3-4) -------------------
 
+    def _on_stream(
+        self, lease: PlannerLease | None, last_time: int, notify: Callable[[object], None]
+    ) -> None:
+        """Opened on a shard's stream: its purges compact the stream (§14.10), and it
+        plans with the lease or follows (without a lease it is the stream's only
+        writer, and plans)."""
+        self._purger.compact_log = self._compact_log
+        if lease is not None:
+            self._replicate(lease, last_time, notify)
+        else:
+            self._writer.between_batches(self._compact_log).add_done_callback(_log_failure)
+
     def _replicate(
         self, lease: PlannerLease, last_time: int, notify: Callable[[object], None]
     ) -> None:
@@ -532,8 +552,43 @@ class Database:
             refusal = lease.refusal()
             if refusal is not None:  # lost while the database opened
                 self._lease_lost(refusal)
+                return
+            self._writer.between_batches(self._compact_log).add_done_callback(_log_failure)
             return
         self._follow(lease)
+
+    def _compact_log(self) -> None:
+        """On the writer thread, between batches, while this node plans: compact the
+        shard's stream (spec/05-durability.md §14.10) when a purge here marked it due,
+        or when its stream is sealed (a compaction another planner began and did not
+        finish). A compaction that fails leaves this node following the shard again;
+        the planner after it compacts the sealed stream."""
+        from brain.engine.admin.log_compaction import compact_log
+        from brain.engine.replication.jetstream_log import JetStreamLog
+
+        wal, store, writer = self._wal, self._store, self._writer
+        if self._closed or not isinstance(wal, JetStreamLog) or writer.read_only:
+            return
+        with store.read() as txn:
+            due = compaction_due(store, txn)
+            record_time = get_progress(store, txn).last_record_time
+        if not (due or wal.sealed):
+            return
+        if writer.applied_lsn != wal.last_lsn:
+            log.warning(
+                "not compacting the log %s: this node applied LSN %d of its %d",
+                wal.location,
+                writer.applied_lsn,
+                wal.last_lsn,
+            )
+            return
+        try:
+            compact_log(wal, store, record_time)
+        except (BrainError, ValueError) as exc:
+            log.warning("compacting the log %s failed: %s", wal.location, exc)
+            if wal.failed and self._lease is not None:
+                writer.standby_reason = f"{exc}; this node plans no more writes"
+                self._start_rejoin(str(exc))
 
     def _follow(self, lease: PlannerLease) -> None:
         """Start a follower thread: it applies the stream from the store's applied LSN
@@ -572,6 +627,7 @@ class Database:
                 wal.may_append = lease.refusal
                 writer.standby_reason = None
                 self._promotions += 1
+                self._compact_log()
 
             writer.between_batches(work).result()
             indexer.notify()
@@ -584,11 +640,40 @@ class Database:
             lease,
             applied=lambda: writer.applied_lsn,
             apply=apply,
+            restart=lambda: self._start_again(wal),
             on_taken=lease.keep,
             promote=promote,
             planner=planner,
         )
         self._follower.start()
+
+    def _start_again(self, wal: JetStreamLog) -> None:
+        """The follower's store starts again from the base of ``wal``'s compacted
+        generation (spec/05-durability.md §14.10), on the writer thread: readers see
+        the store before it or after it, and the vector indexes are built again."""
+        from brain.engine.admin.log_compaction import reset_to_base
+
+        made = wal.compaction
+        assert made is not None
+        writer, indexer = self._writer, self.retrieval.indexer
+        if not indexer.wait_loaded(LOADED_WAIT_S):
+            log.warning("the vector indexes are still loading; starting again anyway")
+
+        def work() -> None:
+            store = self._store
+            time_ns = reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
+            # The rows dropped leave the file, forgotten text among them.
+            self._store.compact()
+            self.retrieval.indexes.reset(self._store)
+            indexer.recount_queue()
+            writer.applied_lsn = made.compacted_to
+            self._applied_time = max(self._applied_time, time_ns)
+            writer.clock.observe(self._applied_time)
+            self._notify([])
+            with self._applied:
+                self._applied.notify_all()
+
+        writer.between_batches(work).result()
 
     def _lease_lost(self, reason: str) -> None:
         # On the client's event loop: an attribute set and a thread started, nothing
@@ -786,6 +871,13 @@ def _drop_lease(lease: PlannerLease | None, *, release: bool = False) -> None:
         lease.abandon()
 
 
+def _log_failure(done: Future[object]) -> None:
+    """Log what work queued on the writer and waited for by nobody raised."""
+    failure = done.exception()
+    if failure is not None:
+        log.error("work on the writer thread failed: %s", failure, exc_info=failure)
+
+
 def _follower_reason(lease: PlannerLease) -> str:
     return (
         f"node {lease.node} follows shard {lease.key}, whose writes node "
@@ -796,6 +888,12 @@ def _follower_reason(lease: PlannerLease) -> str:
 def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
     """What an operator can do about a damaged store file, given how far back the WAL reaches
     (spec/05-durability.md §4)."""
+    if getattr(wal, "compaction", None) is not None:
+        return (
+            f"the log in {wal.location} begins with the base of its last compaction, so "
+            f"the store can be rebuilt from it: move {store_dir} aside and start again "
+            "(the node starts from the base and replays the records after it)"
+        )
     if wal.first_lsn == 1:
         return (
             f"the WAL in {wal.location} still holds every record from LSN 1, so the store "
@@ -811,9 +909,42 @@ def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
     )
 
 
-def _recover(store: Store, wal: RecordLog) -> tuple[int, int]:
+def _start_from_base(store: Store, wal: RecordLog, index_dir: Path) -> None:
+    """A store that applied less of its shard's log than the LSN the log's current
+    generation was compacted to (a node down during a compaction, or a new one)
+    starts again from the base (spec/05-durability.md §14.10): its rows replaced by
+    the base's in one transaction, the file compacted so that no dropped row's bytes
+    stay, the vector index files deleted (they are built again from the rows)."""
+    from brain.engine.admin.log_compaction import reset_to_base
+    from brain.engine.replication.jetstream_log import JetStreamLog
+
+    assert isinstance(wal, JetStreamLog)
+    made = wal.compaction
+    with store.read() as txn:
+        applied = get_progress(store, txn).applied_lsn
+    if made is None or applied >= made.compacted_to:
+        return
+    log.info(
+        "the log %s was compacted to LSN %d, past LSN %d applied here: starting the "
+        "store again from its base",
+        wal.location,
+        made.compacted_to,
+        applied,
+    )
+    reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
+    # Even at applied LSN 0: a store returned to its last checkpoint keeps the pages
+    # of what it applied after it, free but not blank.
+    store.compact()
+    shutil.rmtree(index_dir, ignore_errors=True)
+
+
+def _recover(store: Store, wal: RecordLog, index_dir: Path | None = None) -> tuple[int, int]:
     """Cut the WAL's torn tail unless it holds an applied record, then apply every WAL
-    record after ``applied_lsn``; return (applied_lsn, last record time)."""
+    record after ``applied_lsn``; return (applied_lsn, last record time). With
+    ``index_dir`` (a replicated log's), a store behind the log's compaction first
+    starts again from its base (:func:`_start_from_base`)."""
+    if index_dir is not None:
+        _start_from_base(store, wal, index_dir)
     with store.read() as txn:
         progress = get_progress(store, txn)
     applied, last_time = progress.applied_lsn, progress.last_record_time

@@ -165,6 +165,7 @@ REPLICATION: Final[Schema] = {
             "node": _NAME_OR_NULL,
             "shard": _NAME_OR_NULL,
             "stream": _NAME_OR_NULL,
+            "log_generation": COUNT,
             "planner": {**_NAME_OR_NULL, "description": "The planner lease's holder."},
             "applied_lsn": LSN,
             "last_lsn": LSN,

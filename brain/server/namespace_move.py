@@ -262,5 +262,15 @@ def _copy_pass(
     last = reader.refresh()
     if last <= read:
         return 0, read
-    copied, upto = database.copy_namespace(namespace, reader.read_from(read + 1))
+    start = read + 1
+    if start < reader.first_lsn:
+        # The source's stream was compacted (spec/05-durability.md §14.10): its base
+        # holds every row from the start, but not the deletes after what was copied.
+        if read:
+            raise Unavailable(
+                f"the stream of shard {reader.options.shard} was compacted while the "
+                f"move had copied it up to LSN {read}: run the move again"
+            )
+        start = reader.first_lsn
+    copied, upto = database.copy_namespace(namespace, reader.read_from(start))
     return copied, max(read, upto)

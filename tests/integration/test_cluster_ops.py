@@ -32,7 +32,7 @@ from bench.peers.nats import NatsCluster, start_cluster
 from brain.client import Client
 from brain.engine.replication.registry import HEARTBEAT_S, STALE_AFTER_S
 from brain.server import http_schemas as schemas
-from brain.wire.messages.memory_ops import Encode, EncodeOk
+from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget, ForgetOk
 from brain.wire.messages.subscribe_ops import ChangeEvent, Subscribe
 from brain.wire.opcodes import Opcode
 from tests.integration.conftest import ServerProcess, run_brain, start_server
@@ -311,6 +311,58 @@ def test_snapshots_on_a_follower_and_the_planner_restore_and_catch_up_from_the_s
     assert upto - count == snap_lsn, "recovery did not start after the snapshot's LSN"
     # Every write is there: the ones before the snapshot from it, the rest from the stream.
     _assert_exactly(_follow(node, "snap", 1, len(made) + len(later)), made + later)
+
+
+SECRET: Final = "the gate phrase is marmoset-7719 brackenwold"
+"""A text the forget test writes and hard-forgets: no other text holds its words."""
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    held = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and needle in path.read_bytes():
+                held.append(str(path.relative_to(root)))
+        except FileNotFoundError:  # a server deleted it while the test read
+            continue
+    return held
+
+
+def test_a_hard_forget_and_every_node_s_purge_leave_no_byte_of_it_anywhere(
+    nodes: Nodes,
+) -> None:
+    planner = nodes.servers["b0"]
+    with _client(planner) as client:
+        made = client.call(Opcode.ENCODE, Encode(request_id=os.urandom(16), text=SECRET, space="f"))
+        assert isinstance(made, EncodeOk)
+    filler = _write(planner, "f", 10, "forget filler")
+    for server in nodes.servers.values():
+        _wait_for("every node applied it", lambda s=server: _me(s)["applied_lsn"] >= filler[-1][0])
+    _wait_for("the text is in files", lambda: len(_files_holding(nodes.root, SECRET.encode())) > 3)
+    generation = _me(planner)["log_generation"]
+    with _client(planner) as client:
+        gone = client.call(
+            Opcode.FORGET,
+            Forget(request_id=os.urandom(16), memory=made.memory_id, mode="hard", space="f"),
+        )
+        assert isinstance(gone, ForgetOk)
+    for server in nodes.servers.values():
+        _wait_for("every node forgot it", lambda s=server: _me(s)["applied_lsn"] >= gone.lsn)
+    # The followers purge their own files; the planner's purge compacts the stream.
+    for server in sorted(nodes.servers.values(), key=lambda s: s is planner):
+        code, purged = _admin(server, "POST", "/v1/purge")
+        assert code == 200 and purged == {"purged": 1}, purged
+    assert _me(planner)["log_generation"] == generation + 1
+    _wait_for("no file holds the text", lambda: not _files_holding(nodes.root, SECRET.encode()))
+    # The shard goes on: every node follows the new generation.
+    after = _write(planner, "f", 5, "after the compaction")
+    for server in nodes.servers.values():
+        _wait_for("every node applied it", lambda s=server: _me(s)["applied_lsn"] >= after[-1][0])
+        assert _me(server)["log_generation"] == generation + 1
+    # A subscriber from the start sees every creation, the forgotten one's included:
+    # the change log came along in the base.
+    created = [(made.lsn, made.memory_id), *filler, *after]
+    assert _created(_follow(nodes.servers["b1"], "f", 1, len(created))) == created
 
 
 def test_after_the_planner_is_killed_a_resumed_subscriber_gets_every_change_once(

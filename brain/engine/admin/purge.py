@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -20,6 +21,7 @@ from brain.engine.admin.snapshot import scrub_bundles
 from brain.engine.index.lexical import orphan_changes
 from brain.engine.index.vectors import VectorIndexes
 from brain.engine.store.env import Store
+from brain.engine.store.meta import put_compaction_due
 from brain.engine.store.tables import PURGE_QUEUE
 from brain.engine.write.plan import apply_changes
 from brain.engine.write.writer import Writer
@@ -40,6 +42,12 @@ class Purger:
     def __init__(
         self, store: Store, writer: Writer, indexes: VectorIndexes, snapshots: Path | None = None
     ) -> None:
+        self.compact_log: Callable[[], None] | None = None
+        """Set by a node of a replicated log: run after a purge that removed forgotten
+        text, on the writer thread, to compact the shard's stream when this node plans
+        (spec/05-durability.md §14.10). The purge first marks the store
+        (:func:`~brain.engine.store.meta.put_compaction_due`) in the transaction that
+        ends it, so a crash before the compaction leaves it due."""
         self._store = store
         self._writer = writer
         self._indexes = indexes
@@ -85,6 +93,8 @@ class Purger:
             # durable; a crash before that only purges again.
             txn.drop(self._store.table(PURGE_QUEUE), delete=False)
             apply_changes(self._store, txn, orphan_changes(self._store, txn))
+            if pending and self.compact_log is not None:
+                put_compaction_due(self._store, txn)
         self._store.compact()
         self._indexes.rebuild_deleted(self._store)
         scrubbed = scrub_bundles(self._snapshots) if self._snapshots is not None else 0
@@ -93,4 +103,6 @@ class Purger:
         log.info(
             "purged forgotten content of %d documents (%d snapshots scrubbed)", pending, scrubbed
         )
+        if self.compact_log is not None:
+            self.compact_log()
         return pending

@@ -218,10 +218,7 @@ class Indexer:
         from the batches the writer applies (:meth:`notify`); entries queued before
         the database opened count from the open."""
         self._queued_lock = threading.Lock()
-        opened = time.monotonic()
-        with store.read() as txn:
-            for key in txn.cursor(db=store.table(EMBED_QUEUE)).iternext(values=False):
-                self._queued_at[bytes(key)] = opened
+        self.recount_queue()
         self.rounds = 0
         self.embedded = 0
         self.failures = 0
@@ -232,6 +229,19 @@ class Indexer:
     def start(self) -> None:
         """Load the indexes and start following the queue."""
         self._thread.start()
+
+    def recount_queue(self) -> None:
+        """Take the ``embed_queue`` keys from the store again, each counted as queued
+        now (at the open, and after a follower's store started again from its log's
+        base, spec/05-durability.md §14.10)."""
+        now = time.monotonic()
+        with self._store.read() as txn:
+            keys = [
+                bytes(k)
+                for k in txn.cursor(db=self._store.table(EMBED_QUEUE)).iternext(values=False)
+            ]
+        with self._queued_lock:
+            self._queued_at = OrderedDict((key, now) for key in keys)
 
     def notify(self, plans: object = None) -> None:
         """Wake the indexer. The writer calls this after each batch with its plans, a

@@ -216,6 +216,19 @@ class VectorIndexes:
                 with self._lock:
                     self._scopes[prefix] = loaded
 
+    def reset(self, store: Store) -> None:
+        """Drop every index, in memory and on disk, and build them again from the
+        store's ``vectors`` (a follower's store started again from its log's base,
+        spec/05-durability.md §14.10); save them."""
+        with self._lock:
+            self._scopes.clear()
+        if self.directory.is_dir():
+            for path in self.directory.iterdir():
+                if path.is_file():
+                    path.unlink()
+        self.load_all(store)
+        self.save_dirty()
+
     def _paths(self, prefix: bytes) -> tuple[Path, Path]:
         name = prefix.hex()
         return self.directory / f"{name}.hnsw", self.directory / f"{name}.json"

@@ -49,7 +49,10 @@ class Follower:
     """Applies the stream to the database until this node takes the planner lease.
 
     ``applied()`` is the store's applied LSN; ``apply(records)`` applies the next
-    records (on the writer thread, returning once committed); ``on_taken()`` runs
+    records (on the writer thread, returning once committed); ``restart()`` starts
+    the store again from the base of a compacted log (spec/05-durability.md §14.10),
+    when the log moved to a generation compacted past what the store applied;
+    ``on_taken()`` runs
     as soon as this node takes the lease (it starts renewing it, so that a long
     catch-up does not let it run out); ``promote()`` makes
     the writer plan (once the lease is held and the stream applied to its end);
@@ -63,6 +66,7 @@ class Follower:
         *,
         applied: Callable[[], int],
         apply: Callable[[list[WalRecord]], None],
+        restart: Callable[[], None],
         on_taken: Callable[[], None],
         promote: Callable[[], None],
         planner: Callable[[str], None],
@@ -71,6 +75,7 @@ class Follower:
         self._lease = lease
         self._applied = applied
         self._apply = apply
+        self._restart = restart
         self._on_taken = on_taken
         self._promote = promote
         self._planner = planner
@@ -79,6 +84,8 @@ class Follower:
         """Set once this node took the lease and plans writes."""
         self.rounds = 0
         self.failures = 0
+        self.restarts = 0
+        """Times the store started again from a compacted log's base while following."""
         self.stream_last = 0
         """The stream's last sequence at this follower's last look."""
         self.caught_up_at = time.monotonic()
@@ -141,6 +148,18 @@ class Follower:
     def _catch_up(self) -> None:
         last = self._log.refresh()
         self.stream_last = last
+        made = self._log.compaction
+        if made is not None and self._applied() < made.compacted_to:
+            log.info(
+                "the log %s was compacted to LSN %d, past LSN %d applied here: "
+                "starting the store again from its base",
+                self._log.location,
+                made.compacted_to,
+                self._applied(),
+            )
+            # Counted first: the restart wakes the reads waiting for it.
+            self.restarts += 1
+            self._restart()
         applied = self._applied()
         if last <= applied:
             self.caught_up_at = time.monotonic()

@@ -47,6 +47,10 @@ class ReplicationStatus:
     shard: str | None
     stream: str | None
     """The shard's stream, ``BRAIN_LOG_<shard>``."""
+    log_generation: int
+    """The generation of the stream holding the log now: 0 until its first
+    compaction, then one more at each (spec/05-durability.md §14.10); 0 on a single
+    node."""
     planner: str | None
     """The node that holds the shard's planner lease as this node last saw it."""
     applied_lsn: int
@@ -101,6 +105,7 @@ def replication_status(
             node=None,
             shard=None,
             stream=None,
+            log_generation=0,
             planner=None,
             applied_lsn=applied,
             last_lsn=wal.last_lsn,
@@ -135,6 +140,7 @@ def replication_status(
         node=None if lease is None else lease.node,
         shard=shard,
         stream=stream,
+        log_generation=int(getattr(wal, "generation", 0)),
         planner=None if lease is None else lease.holder,
         applied_lsn=applied,
         last_lsn=last,

@@ -22,7 +22,10 @@ __all__ = [
     "Progress",
     "check_format",
     "check_log",
+    "clear_compaction_due",
+    "compaction_due",
     "get_progress",
+    "put_compaction_due",
     "put_progress",
     "stamp_format",
     "stored_format",
@@ -44,6 +47,7 @@ _APPLIED_LSN: Final = b"applied_lsn"
 _LAST_RECORD_TIME: Final = b"last_record_time"
 _FORMAT: Final = b"format_version"
 _LOG: Final = b"log"
+_COMPACTION_DUE: Final = b"log_compaction_due"
 
 LOCAL_LOG: Final = "wal"
 """The log name of a store applied from its own directory's write-ahead log; a store
@@ -135,3 +139,21 @@ def check_log(store: Store, log_name: str) -> None:
                 + ", or restore a snapshot of this log's shard into a fresh directory)"
             )
         txn.put(_LOG, log_name.encode(), db=db)
+
+
+def put_compaction_due(store: Store, txn: lmdb.Transaction) -> None:
+    """Mark that the replicated log may still hold text this store forgot: a purge of
+    a cluster node sets it in the transaction that ends the purge, and the node
+    compacts the log the next time it plans (spec/05-durability.md §14.10)."""
+    txn.put(_COMPACTION_DUE, b"1", db=store.table(META))
+
+
+def compaction_due(store: Store, txn: lmdb.Transaction) -> bool:
+    """Whether :func:`put_compaction_due` marked the store and no compaction since
+    cleared it."""
+    return txn.get(_COMPACTION_DUE, db=store.table(META)) is not None
+
+
+def clear_compaction_due(store: Store, txn: lmdb.Transaction) -> None:
+    """Clear the mark: the log was compacted (or the store started again from its base)."""
+    txn.delete(_COMPACTION_DUE, db=store.table(META))

@@ -21,6 +21,7 @@ FOLLOWER = ReplicationStatus(
     node="b1",
     shard="s0",
     stream="BRAIN_LOG_s0",
+    log_generation=0,
     planner="b0",
     applied_lsn=40,
     last_lsn=47,

@@ -1,0 +1,140 @@
+"""Compacting a shard's replicated log, and starting a store again from its base
+(spec/05-durability.md §14.10).
+
+A hard forget's purge removes the text from one node's files; the shard's stream
+still holds every record that carried it. The planner compacts the stream after
+its purge: the store's rows as they are now become the **base**, plans of puts
+(:func:`base_plans`, at most :data:`BASE_RECORD_BYTES` each), published into a new
+generation of the stream that ends at the same LSN, and the old generation is
+deleted with every record in it (:func:`compact_log`). A node that applied less of
+the old generation than the LSN it was compacted to starts its store again from the
+base (:func:`reset_to_base`): in one transaction every row goes and the base's rows
+come in, so a reader sees the store before or after, never between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Final
+
+import lmdb
+
+from brain.engine.store.env import Store
+from brain.engine.store.meta import (
+    FORMAT_VERSION,
+    clear_compaction_due,
+    put_progress,
+    stamp_format,
+)
+from brain.engine.store.tables import META, TABLES
+from brain.engine.wal.format import WalRecord
+from brain.engine.write.frozen import FROZEN_PREFIX
+from brain.engine.write.plan import (
+    PLAN_RECORD_KIND,
+    Plan,
+    Put,
+    apply_changes,
+    decode_plan,
+    encode_plan,
+)
+from brain.errors import StorageFault
+
+if TYPE_CHECKING:  # the NATS client loads only for a database on the replicated log
+    from brain.engine.replication.jetstream_log import JetStreamLog
+
+__all__ = ["BASE_RECORD_BYTES", "base_plans", "compact_log", "reset_to_base"]
+
+BASE_RECORD_BYTES: Final = 256 * 1024
+"""Most bytes of rows one base record holds (a row larger than this has a record of
+its own): a quarter of the NATS servers' default ``max_payload`` (1 MiB), which every
+record of the stream must fit in."""
+
+_ROW_OVERHEAD: Final = 16
+"""Bytes a row adds to a plan beyond its table name, key and value (CBOR heads)."""
+
+
+def _logged_rows(store: Store, txn: lmdb.Transaction) -> Iterator[Put]:
+    """Every row the log put there, as a put: every table's rows but ``meta``'s own
+    (progress, format, the log's name, marks), of which only the freezes are logged."""
+    for table in TABLES:
+        for key, value in txn.cursor(db=store.table(table)):
+            if table == META and not bytes(key).startswith(FROZEN_PREFIX):
+                continue
+            yield Put(table, bytes(key), bytes(value))
+
+
+def base_plans(store: Store, txn: lmdb.Transaction) -> Iterator[bytes]:
+    """The base of the store as ``txn`` sees it: payloads of plans that put every row
+    the log put, in table and key order, each at most :data:`BASE_RECORD_BYTES` of
+    rows (one larger row alone). Applied in order to an empty store they give these
+    rows, byte for byte."""
+    batch: list[Put] = []
+    size = 0
+    for put in _logged_rows(store, txn):
+        cost = len(put.table) + len(put.key) + len(put.value) + _ROW_OVERHEAD
+        if batch and size + cost > BASE_RECORD_BYTES:
+            yield _payload(batch)
+            batch, size = [], 0
+        batch.append(put)
+        size += cost
+    if batch:
+        yield _payload(batch)
+
+
+def _payload(batch: list[Put]) -> bytes:
+    return encode_plan(Plan(tuple(batch), ()))
+
+
+def compact_log(wal: JetStreamLog, store: Store, record_time: int) -> int:
+    """Compact ``wal`` to its last LSN with the store's base (on the writer thread,
+    between batches, the store having applied every record of the log); clear the
+    store's compaction mark. Returns the number of base records."""
+    with store.read() as txn:
+        count = sum(1 for _ in base_plans(store, txn))
+
+        def base() -> Iterator[bytes]:
+            return base_plans(store, txn)
+
+        wal.compact(base, count, kind=PLAN_RECORD_KIND, record_time=record_time)
+    with store.env.begin(write=True) as txn:
+        clear_compaction_due(store, txn)
+    return count
+
+
+def reset_to_base(
+    store: Store, base: Callable[[], Iterable[WalRecord]], compacted_to: int, grow_attempts: int
+) -> int:
+    """Start ``store`` again from a compacted log's base: in one transaction, delete
+    every row the log put (every table but ``meta``'s own rows), apply the base
+    records ``base()`` gives (LSNs up to ``compacted_to``), and record the store as
+    applied up to ``compacted_to``. Returns the record time of the base. The dropped
+    rows' bytes stay in free pages until the caller compacts the store."""
+    for _ in range(grow_attempts):
+        try:
+            with store.env.begin(write=True) as txn:
+                for table in TABLES:
+                    if table != META:
+                        txn.drop(store.table(table), delete=False)
+                meta = store.table(META)
+                frozen = [
+                    bytes(k) for k, _ in txn.cursor(db=meta) if bytes(k).startswith(FROZEN_PREFIX)
+                ]
+                for key in frozen:
+                    txn.delete(key, db=meta)
+                last, record_time = 0, 0
+                for record in base():
+                    if record.kind != PLAN_RECORD_KIND:
+                        raise StorageFault(f"base record {record.lsn} has kind {record.kind}")
+                    apply_changes(store, txn, decode_plan(record.payload).changes)
+                    last, record_time = record.lsn, max(record_time, record.record_time)
+                if last and last != compacted_to:
+                    raise StorageFault(f"the log's base ends at LSN {last}, not at {compacted_to}")
+                put_progress(store, txn, compacted_to, record_time)
+                # The base's rows are of the planner's layout, this build's.
+                stamp_format(store, txn, FORMAT_VERSION)
+                clear_compaction_due(store, txn)
+        except lmdb.MapFullError:
+            store.grow()
+            continue
+        return record_time
+    raise StorageFault("starting the store again from the log's base could not grow its map")
