@@ -662,9 +662,7 @@ class Database:
         def work() -> None:
             store = self._store
             time_ns = reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
-            # The rows dropped leave the file, forgotten text among them.
-            self._store.compact()
-            self.retrieval.indexes.reset(self._store)
+            self.retrieval.indexes.reset(store)
             indexer.recount_queue()
             writer.applied_lsn = made.compacted_to
             self._applied_time = max(self._applied_time, time_ns)
@@ -912,9 +910,9 @@ def _store_remedy(wal: RecordLog, store_dir: Path) -> str:
 def _start_from_base(store: Store, wal: RecordLog, index_dir: Path) -> None:
     """A store that applied less of its shard's log than the LSN the log's current
     generation was compacted to (a node down during a compaction, or a new one)
-    starts again from the base (spec/05-durability.md §14.10): its rows replaced by
-    the base's in one transaction, the file compacted so that no dropped row's bytes
-    stay, the vector index files deleted (they are built again from the rows)."""
+    starts again from the base (spec/05-durability.md §14.10,
+    :func:`~brain.engine.admin.log_compaction.reset_to_base`), and its vector index
+    files are deleted (they are built again from the rows)."""
     from brain.engine.admin.log_compaction import reset_to_base
     from brain.engine.replication.jetstream_log import JetStreamLog
 
@@ -924,17 +922,7 @@ def _start_from_base(store: Store, wal: RecordLog, index_dir: Path) -> None:
         applied = get_progress(store, txn).applied_lsn
     if made is None or applied >= made.compacted_to:
         return
-    log.info(
-        "the log %s was compacted to LSN %d, past LSN %d applied here: starting the "
-        "store again from its base",
-        wal.location,
-        made.compacted_to,
-        applied,
-    )
     reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
-    # Even at applied LSN 0: a store returned to its last checkpoint keeps the pages
-    # of what it applied after it, free but not blank.
-    store.compact()
     shutil.rmtree(index_dir, ignore_errors=True)
 
 

@@ -14,6 +14,7 @@ come in, so a reader sees the store before or after, never between.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
@@ -23,6 +24,7 @@ from brain.engine.store.env import Store
 from brain.engine.store.meta import (
     FORMAT_VERSION,
     clear_compaction_due,
+    get_progress,
     put_progress,
     stamp_format,
 )
@@ -43,6 +45,8 @@ if TYPE_CHECKING:  # the NATS client loads only for a database on the replicated
     from brain.engine.replication.jetstream_log import JetStreamLog
 
 __all__ = ["BASE_RECORD_BYTES", "base_plans", "compact_log", "reset_to_base"]
+
+log = logging.getLogger("brain.engine")
 
 BASE_RECORD_BYTES: Final = 256 * 1024
 """Most bytes of rows one base record holds (a row larger than this has a record of
@@ -107,8 +111,27 @@ def reset_to_base(
     """Start ``store`` again from a compacted log's base: in one transaction, delete
     every row the log put (every table but ``meta``'s own rows), apply the base
     records ``base()`` gives (LSNs up to ``compacted_to``), and record the store as
-    applied up to ``compacted_to``. Returns the record time of the base. The dropped
-    rows' bytes stay in free pages until the caller compacts the store."""
+    applied up to ``compacted_to``; then compact the data file, so that no dropped
+    row's bytes stay in its free pages (forgotten text among them; also at applied
+    LSN 0, for a store returned to its last checkpoint keeps the pages of what it
+    applied after it). Returns the record time of the base."""
+    with store.read() as txn:
+        applied = get_progress(store, txn).applied_lsn
+    log.info(
+        "the log was compacted to LSN %d, past LSN %d applied here: starting the store "
+        "again from its base",
+        compacted_to,
+        applied,
+    )
+    record_time = _replace_rows(store, base, compacted_to, grow_attempts)
+    store.compact()
+    return record_time
+
+
+def _replace_rows(
+    store: Store, base: Callable[[], Iterable[WalRecord]], compacted_to: int, grow_attempts: int
+) -> int:
+    """The transaction of :func:`reset_to_base`, tried again on a larger map."""
     for _ in range(grow_attempts):
         try:
             with store.env.begin(write=True) as txn:

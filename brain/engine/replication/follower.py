@@ -150,13 +150,6 @@ class Follower:
         self.stream_last = last
         made = self._log.compaction
         if made is not None and self._applied() < made.compacted_to:
-            log.info(
-                "the log %s was compacted to LSN %d, past LSN %d applied here: "
-                "starting the store again from its base",
-                self._log.location,
-                made.compacted_to,
-                self._applied(),
-            )
             # Counted first: the restart wakes the reads waiting for it.
             self.restarts += 1
             self._restart()

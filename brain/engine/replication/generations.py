@@ -146,11 +146,8 @@ async def list_generations(client: Client, js: JetStreamContext, shard: str) -> 
     return sorted(found, key=lambda g: g.number)
 
 
-def current_of(found: list[Generation]) -> tuple[Generation | None, list[Generation]]:
-    """The current generation among ``found`` (None when there is none), and the older
-    ones it supersedes (to delete). Incomplete newer ones are in neither."""
+def current_of(found: list[Generation]) -> Generation | None:
+    """The current generation among ``found``, oldest first: the newest complete one
+    (None when there is none)."""
     complete = [g for g in found if g.complete]
-    if not complete:
-        return None, []
-    current = complete[-1]
-    return current, [g for g in found if g.number < current.number]
+    return complete[-1] if complete else None

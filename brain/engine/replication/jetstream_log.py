@@ -469,11 +469,7 @@ class JetStreamLog:
         later = [g for g in found if g.number > self.generation and g.complete]
         if later:
             self._take(later[-1])
-            # Left by a compaction cut short after its copy was complete: whoever finds
-            # older generations deletes them.
-            for old in found:
-                if old.number < later[-1].number:
-                    await self._delete_stream(old.name)
+            await self._delete_before(later[-1].number, found)
             return later[-1].info
         if info is None:
             raise StorageFault(
@@ -508,24 +504,18 @@ class JetStreamLog:
             if refusal is not None:
                 raise self._fail(refusal)
         made = Compaction(compacted_to, count)
-        before = (self.generation, self.compaction, self._offset)
+        before = (self.generation, self.compaction)
         try:
             number = self._loop.call(
                 self._open_generation(made), 2 * API_DEADLINE_S + CALL_TIMEOUT_S
             )
-            self.generation, self.compaction = number, made
-            self._physical = stream_name(self.options.shard, number)
-            self._subject = stream_subject(self.options.shard, number)
-            self._offset = compacted_to - count
+            self._point_at(number, made)
             self._next_lsn = self._offset + 1
             self._publish_base(base(), count, kind, record_time)
             self.sealed = False
             self._first_lsn = self._offset + 1
         except BaseException as exc:
-            number, made_before, offset = before
-            self.generation, self.compaction, self._offset = number, made_before, offset
-            self._physical = stream_name(self.options.shard, number)
-            self._subject = stream_subject(self.options.shard, number)
+            self._point_at(*before)
             self._next_lsn = compacted_to + 1
             self.sealed = True
             if isinstance(exc, LogFenced):
@@ -605,8 +595,15 @@ class JetStreamLog:
         return await self._retrying(create, API_DEADLINE_S, "creating the compacted stream")
 
     async def _delete_older(self, number: int) -> None:
-        """Delete every generation before ``number``."""
-        for generation in await list_generations(self._client, self._js, self.options.shard):
+        """Delete every generation before ``number`` the cluster holds."""
+        found = await list_generations(self._client, self._js, self.options.shard)
+        await self._delete_before(number, found)
+
+    async def _delete_before(self, number: int, found: list[Generation]) -> None:
+        """Delete the generations of ``found`` before ``number``: left by a compaction
+        cut short after its copy was complete, or about to be left by this one.
+        Whoever finds older generations than the current one deletes them."""
+        for generation in found:
             if generation.number < number:
                 await self._delete_stream(generation.name)
 
@@ -645,7 +642,7 @@ class JetStreamLog:
 
         async def attempt() -> StreamInfo:
             found = await list_generations(self._client, self._js, self.options.shard)
-            current, older = current_of(found)
+            current = current_of(found)
             if current is None:
                 if found:
                     raise StorageFault(
@@ -654,9 +651,8 @@ class JetStreamLog:
                         "its complete generation was deleted"
                     )
                 return await self._js.add_stream(self._stream_config(0, None))
-            for old in older:
-                await self._delete_stream(old.name)
             self._take(current)
+            await self._delete_before(current.number, found)
             return current.info
 
         return await self._retrying(
@@ -669,13 +665,16 @@ class JetStreamLog:
             await self._js.delete_stream(name)
 
     def _take(self, generation: Generation) -> None:
-        """Make ``generation`` the stream this handle reads and appends to."""
-        made = generation.compaction
-        self.generation = generation.number
-        self.compaction = made
+        """Make ``generation``, as found, the stream this handle reads and appends to."""
+        self._point_at(generation.number, generation.compaction)
         self.sealed = bool(generation.info.config.sealed)
-        self._physical = stream_name(self.options.shard, generation.number)
-        self._subject = stream_subject(self.options.shard, generation.number)
+
+    def _point_at(self, number: int, made: Compaction | None) -> None:
+        """Read and append to generation ``number``, made by ``made``: its stream, its
+        subject, and the LSN before its sequence 1 follow from them."""
+        self.generation, self.compaction = number, made
+        self._physical = stream_name(self.options.shard, number)
+        self._subject = stream_subject(self.options.shard, number)
         self._offset = 0 if made is None else made.compacted_to - made.base
 
     async def _retrying(
