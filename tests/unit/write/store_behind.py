@@ -16,6 +16,7 @@ from brain.errors import Unavailable
 from brain.wire.messages.memory_ops import Encode, EncodeOk
 from brain.wire.opcodes import Opcode
 from tests.request_ids import request_id as rid
+from tests.unit.common import writer_held
 
 LOGGED_ID_BASE = 100
 """The request ids of the logged-only writes start here (``rid(LOGGED_ID_BASE + n)``),
@@ -58,7 +59,13 @@ def store_behind(path: Path, applied: int, logged_only: int) -> tuple[int, list[
         raise lmdb.Error("injected failure between the WAL fsync and the LMDB commit")
 
     db.writer.inject_fault_before_commit(crash)
-    futures = [db.submit("default", Opcode.ENCODE, logged_request(n)) for n in range(logged_only)]
+    # Queued together, so that one batch logs them all before its commit fails: drawn
+    # one at a time, the first failure would turn the writer read-only and the rest
+    # would be refused unlogged.
+    with writer_held(db):
+        futures = [
+            db.submit("default", Opcode.ENCODE, logged_request(n)) for n in range(logged_only)
+        ]
     for future in futures:
         with pytest.raises(Unavailable):
             future.result()
