@@ -155,6 +155,8 @@ class Server:
         # Revocations come from the admin port's worker threads.
         self.keys.on_revoked(lambda key_id: loop.call_soon_threadsafe(self._key_revoked, key_id))
         self.credentials_path = bootstrap_credentials(data, self.keys)
+        if self._cluster is not None:
+            await self._cluster.share_keys(self.keys, self.config.cluster.replicas)
         self._wire = await asyncio.start_server(
             self._accept, host=server.host, port=server.port, limit=64 * 1024
         )
@@ -165,8 +167,9 @@ class Server:
                 self.config,
                 self.keys,
                 self._database(),
-                registry,
-                None if self._cluster is None else self._cluster.move,
+                registry=registry,
+                mover=None if self._cluster is None else self._cluster.move,
+                shared_keys=None if self._cluster is None else self._cluster.key_sync,
             ),
             server.admin_host,
             server.admin_port,
@@ -348,7 +351,17 @@ class _ClusterParts:
         self.link = link
         self.shard_map = shard_map
         self.backend = backend
+        self.key_sync: Any = None
+        """The cluster's key table kept in step with this node's key store, once
+        :meth:`share_keys` opened it."""
         self.watch = asyncio.get_running_loop().create_task(self._watch_planning())
+
+    async def share_keys(self, keys: KeyStore, replicas: int) -> None:
+        """Keep ``keys`` in step with the cluster's key table (spec/05-durability.md
+        §14.11)."""
+        from brain.server.key_sync import KeySync
+
+        self.key_sync = await KeySync.open(self.link, keys, replicas=replicas)
 
     async def _watch_planning(self) -> None:
         while True:
@@ -378,6 +391,9 @@ class _ClusterParts:
         with contextlib.suppress(asyncio.CancelledError):
             await self.watch
         self.backend.forwarding = None
+        if self.key_sync is not None:
+            await self.key_sync.close()
+            self.key_sync = None
         await asyncio.to_thread(self.shard_map.close)
         await self.link.close()
 

@@ -31,7 +31,7 @@ from brain.server import http_schemas as schemas
 from brain.server.backend import BackendStatus
 from brain.server.config import Config
 from brain.server.http_errors import error_response, json_errors
-from brain.server.keys import KeyStore, parse_permissions
+from brain.server.keys import KeyChanges, KeyStore, parse_permissions
 from brain.server.metrics import ServerMetrics
 from brain.server.openapi import Answer, Param, Port, Route, error, install, openapi_route
 from brain.wire.messages.recall_ops import ExplainRequest
@@ -270,6 +270,14 @@ class AdminState:
     """The cluster's node registry (None on a single node)."""
     mover: Mover | None = None
     """Moves a namespace to this node's shard (None on a single node)."""
+    shared_keys: KeyChanges | None = None
+    """The cluster's key table, through which a cluster node creates and deletes keys
+    (None on a single node: :attr:`keys` itself)."""
+
+    @property
+    def key_changes(self) -> KeyChanges:
+        """Where the key routes create and delete keys."""
+        return self.keys if self.shared_keys is None else self.shared_keys
 
     @property
     def snapshot_dir(self) -> Path:
@@ -336,7 +344,7 @@ async def _create_key(request: web.Request) -> web.Response:
     if not isinstance(raw_perms, list) or not all(isinstance(p, str) for p in raw_perms):
         raise InvalidArgument("permissions must be a list of text", field="permissions")
     permissions = parse_permissions(str(p) for p in raw_perms)
-    keys = request.app[ADMIN].keys
+    keys = request.app[ADMIN].key_changes
     api_key, record = await asyncio.to_thread(keys.create_key, namespace, permissions, via="admin")
     return web.json_response({"api_key": api_key, **record.to_json()}, status=201)
 
@@ -354,7 +362,7 @@ async def _delete_key(request: web.Request) -> web.Response:
         raise NotFound(f"no key with id {raw}") from None
     if len(key_id) != 16:
         raise NotFound(f"no key with id {raw}")
-    await asyncio.to_thread(request.app[ADMIN].keys.delete_key, key_id, via="admin")
+    await asyncio.to_thread(request.app[ADMIN].key_changes.delete_key, key_id, via="admin")
     return web.Response(status=204)
 
 
@@ -755,14 +763,16 @@ def make_admin_app(
     config: Config,
     keys: KeyStore,
     database: Database | None = None,
+    *,
     registry: NodeRegistry | None = None,
     mover: Mover | None = None,
+    shared_keys: KeyChanges | None = None,
 ) -> web.Application:
     """The admin API (:data:`ADMIN_ROUTES`) over ``keys`` and, for the routes that
-    need them, ``database``, the cluster's node ``registry`` and the ``mover`` of
-    namespaces to this node's shard."""
+    need them, ``database``, the cluster's node ``registry``, the ``mover`` of
+    namespaces to this node's shard and the cluster's ``shared_keys``."""
     # The JSON errors wrap the guard, so its 401 and every later error share one shape.
     app = web.Application(middlewares=[json_errors, _guard], client_max_size=ADMIN_MAX_BODY)
-    app[ADMIN] = AdminState(config, keys, database, registry, mover)
+    app[ADMIN] = AdminState(config, keys, database, registry, mover, shared_keys)
     install(app, ADMIN_PORT)
     return app

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import lmdb
 
@@ -46,10 +46,13 @@ from brain.wire.opcodes import Permission
 __all__ = [
     "API_KEY_PREFIX",
     "NAMESPACE_PATTERN",
+    "KeyChanges",
     "KeyRecord",
     "KeyStore",
     "generate_admin_token",
     "generate_api_key",
+    "key_digest",
+    "mint_key",
     "parse_permissions",
 ]
 
@@ -66,8 +69,9 @@ hundreds of thousands of keys and costs nothing until used (LMDB maps lazily).""
 NAMESPACE_PATTERN: Final = re.compile(r"[a-z0-9_.\-]{1,64}")
 """Namespaces follow the rule for spaces (spec/01-wire.md §4)."""
 
-KEY_CHANGE_SOURCES: Final = ("bootstrap", "admin", "cli")
-"""Who may change keys, as a key-audit entry names it."""
+KEY_CHANGE_SOURCES: Final = ("bootstrap", "admin", "cli", "cluster")
+"""Who may change keys, as a key-audit entry names it (``cluster``: a change made on
+another node of the cluster and applied here, spec/05-durability.md §14.11)."""
 
 _DEFAULT_NAMESPACE: Final = "default"
 _META_BOOTSTRAPPED: Final = b"bootstrapped"
@@ -85,8 +89,17 @@ def generate_admin_token() -> str:
     return base64.urlsafe_b64encode(os.urandom(ADMIN_TOKEN_RANDOM_BYTES)).rstrip(b"=").decode()
 
 
-def _hash(secret: str) -> bytes:
+def key_digest(secret: str) -> bytes:
+    """What the store keeps of a key or token: its SHA-256."""
     return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def mint_key(namespace: str, permissions: frozenset[Permission]) -> tuple[str, KeyRecord]:
+    """A new key for ``namespace`` and its record, stored nowhere yet."""
+    check_namespace(namespace)
+    if not permissions:
+        raise InvalidArgument("at least one permission is needed", field="permissions")
+    return generate_api_key(), KeyRecord(new_id(), namespace, permissions, time.time_ns())
 
 
 def parse_permissions(values: Iterable[str]) -> frozenset[Permission]:
@@ -153,6 +166,21 @@ class KeyRecord:
         return cls(key_id, namespace, frozenset(Permission(str(p)) for p in perms), created_at)
 
 
+class KeyChanges(Protocol):
+    """What creates and deletes keys: a :class:`KeyStore`, or on a cluster node the
+    cluster's key table (:class:`~brain.server.key_sync.KeySync`)."""
+
+    def create_key(
+        self, namespace: str, permissions: frozenset[Permission], *, via: str
+    ) -> tuple[str, KeyRecord]:
+        """Mint a key for ``namespace``; the secret and its record."""
+        ...
+
+    def delete_key(self, key_id: bytes, *, via: str) -> KeyRecord:
+        """Revoke a key; NotFound when there is none."""
+        ...
+
+
 class KeyStore:
     """The key table of one data directory."""
 
@@ -208,9 +236,9 @@ class KeyStore:
                 db=self._namespaces,
                 overwrite=False,
             )
-            self._put_key(txn, api_key, record)
+            self._put_key(txn, key_digest(api_key), record)
             self._audit_change(txn, "key_create", record, "bootstrap")
-            txn.put(_META_ADMIN_TOKEN, _hash(admin_token), db=self._meta)
+            txn.put(_META_ADMIN_TOKEN, key_digest(admin_token), db=self._meta)
             txn.put(_META_BOOTSTRAPPED, b"1", db=self._meta)
         return record
 
@@ -218,7 +246,7 @@ class KeyStore:
         """True if ``token`` is the stored admin token (constant-time comparison)."""
         with self._env.begin() as txn:
             stored = txn.get(_META_ADMIN_TOKEN, db=self._meta)
-        return stored is not None and hmac.compare_digest(bytes(stored), _hash(token))
+        return stored is not None and hmac.compare_digest(bytes(stored), key_digest(token))
 
     # --- keys ---------------------------------------------------------------------------
 
@@ -227,24 +255,32 @@ class KeyStore:
     ) -> tuple[str, KeyRecord]:
         """Mint a key for ``namespace`` (created if new); return the secret and record.
         ``via`` (one of :data:`KEY_CHANGE_SOURCES`) goes into the key-audit entry."""
-        check_namespace(namespace)
-        if not permissions:
-            raise InvalidArgument("at least one permission is needed", field="permissions")
-        api_key = generate_api_key()
-        record = KeyRecord(new_id(), namespace, permissions, time.time_ns())
-        with self._env.begin(write=True) as txn:
-            txn.put(
-                namespace.encode(),
-                str(record.created_at).encode(),
-                db=self._namespaces,
-                overwrite=False,
-            )
-            self._put_key(txn, api_key, record)
-            self._audit_change(txn, "key_create", record, via)
+        api_key, record = mint_key(namespace, permissions)
+        self.adopt([(key_digest(api_key), record)], via=via)
         return api_key, record
 
-    def _put_key(self, txn: lmdb.Transaction, api_key: str, record: KeyRecord) -> None:
-        digest = _hash(api_key)
+    def adopt(self, keys: Iterable[tuple[bytes, KeyRecord]], *, via: str) -> int:
+        """Store keys known by their SHA-256 (made elsewhere: the cluster's key table,
+        spec/05-durability.md §14.11), their namespaces created if new, in one
+        transaction; a key already here is left as it is. How many were new."""
+        added = 0
+        with self._env.begin(write=True) as txn:
+            for digest, record in keys:
+                if txn.get(record.key_id, db=self._hash_by_id) is not None:
+                    continue
+                check_namespace(record.namespace)
+                txn.put(
+                    record.namespace.encode(),
+                    str(record.created_at).encode(),
+                    db=self._namespaces,
+                    overwrite=False,
+                )
+                self._put_key(txn, digest, record)
+                self._audit_change(txn, "key_create", record, via)
+                added += 1
+        return added
+
+    def _put_key(self, txn: lmdb.Transaction, digest: bytes, record: KeyRecord) -> None:
         txn.put(digest, record._encode(), db=self._by_hash)
         txn.put(record.key_id, digest, db=self._hash_by_id)
 
@@ -253,18 +289,27 @@ class KeyStore:
         if not api_key.startswith(API_KEY_PREFIX):
             return None
         with self._env.begin() as txn:
-            raw = txn.get(_hash(api_key), db=self._by_hash)
+            raw = txn.get(key_digest(api_key), db=self._by_hash)
             return None if raw is None else KeyRecord._decode(bytes(raw))
 
     def list_keys(self) -> list[KeyRecord]:
         """Every key, oldest first (key ids are time-ordered)."""
+        return [record for _, record in self.entries()]
+
+    def entries(self) -> list[tuple[bytes, KeyRecord]]:
+        """Every key as its SHA-256 and record, oldest first."""
         with self._env.begin() as txn:
-            records = []
+            found = []
             for _, digest in txn.cursor(db=self._hash_by_id):
                 raw = txn.get(bytes(digest), db=self._by_hash)
                 if raw is not None:
-                    records.append(KeyRecord._decode(bytes(raw)))
-            return records
+                    found.append((bytes(digest), KeyRecord._decode(bytes(raw))))
+            return found
+
+    def last_change(self) -> int:
+        """The id of the key store's last write transaction, from any process (``brain
+        keys create`` included): a change of it means the keys may have changed."""
+        return int(self._env.info()["last_txnid"])
 
     def on_revoked(self, listener: Callable[[bytes], object]) -> None:
         """Call ``listener(key_id)`` after each revocation through this store, on the

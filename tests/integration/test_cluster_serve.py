@@ -10,6 +10,7 @@ applied twice."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -23,8 +24,10 @@ from bench.peers.nats import NatsCluster, start_cluster
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.engine.replication.shard_map import CACHE_BOUND_S, ShardMap
+from brain.server.key_sync import KEY_SYNC_BOUND_S
 from brain.wire.opcodes import RESPONSE_BIT, Opcode
 from tests.integration.conftest import ServerProcess, run_brain, start_server
+from tests.integration.httpcall import http_call
 from tests.integration.rawwire import RawClient, Reply
 from tests.request_ids import request_id as rid
 
@@ -204,6 +207,69 @@ def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster
     assert refused.error_name == "UNAVAILABLE" and "s1" in refused.body["message"], refused.body
     streamed = ask(connect(cluster.nodes["b2"], keys["b2"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
     assert streamed.opcode == RESPONSE_BIT | Opcode.SUBSCRIBE, streamed.body
+
+
+def admin(server: ServerProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    url = f"http://127.0.0.1:{server.admin_port}{path}"
+    status, raw, _ = http_call(method, url, body, server.credentials["admin_token"])
+    return status, json.loads(raw) if raw else None
+
+
+def authenticates(server: ServerProcess, api_key: str) -> bool:
+    """Whether AUTH with ``api_key`` succeeds on ``server``."""
+    client = server.client()
+    try:
+        return client.handshake(api_key).error_name is None
+    finally:
+        client.close()
+
+
+def within_bound(server: ServerProcess, api_key: str, *, opens: bool = True) -> bool:
+    """Whether AUTH with ``api_key`` succeeds on ``server`` (fails, with ``opens``
+    False) within the key table's bound."""
+    deadline = time.monotonic() + KEY_SYNC_BOUND_S
+    while authenticates(server, api_key) != opens:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_key_is_one_key_on_every_node(cluster: Cluster) -> None:
+    b0, b1, b2 = (cluster.nodes[name] for name in ("b0", "b1", "b2"))
+    # Made on b0's admin port: AUTH takes it on every node, the other shard's too.
+    status, made = admin(b0, "POST", "/v1/keys", {"namespace": "shared"})
+    assert status == 201, made
+    api_key, key_id = made["api_key"], made["key_id"]
+    for server in (b1, b2):
+        assert within_bound(server, api_key)
+        _, listed = admin(server, "GET", "/v1/keys")
+        assert key_id in [row["key_id"] for row in listed["keys"]]
+    # Every node's first-start key is the cluster's too.
+    assert authenticates(b2, b0.credentials["api_key"])
+    # Used on b0 while it is deleted through b2: b0 refuses the open connection's next
+    # request and every node refuses a new AUTH.
+    held = connect(b0, api_key)
+    assert encode(held, 40, "written with the shared key").opcode == ENCODE_OK
+    status, _ = admin(b2, "DELETE", f"/v1/keys/{key_id}")
+    assert status == 204
+    for server in (b0, b1, b2):
+        assert within_bound(server, api_key, opens=False), server
+    refused = encode(held, 41, "after the key was deleted")
+    assert refused.error_name == "UNAUTHENTICATED", refused.body
+    status, gone = admin(b1, "DELETE", f"/v1/keys/{key_id}")
+    assert status == 404, gone
+    # A key made by `brain keys create` on b1's data directory while b1 runs reaches
+    # the others too.
+    made_here = run_brain("keys", "create", "--data", str(b1.data_dir), "--namespace", "shared")
+    assert made_here.returncode == 0, made_here.stderr
+    cli_key = made_here.stdout.strip().splitlines()[-1]
+    for server in (b0, b2):
+        assert within_bound(server, cli_key), server
+    # The audit says where each change came from.
+    _, audit = admin(b0, "GET", "/v1/audit?namespace=shared&limit=10")
+    vias = [(entry["operation"], entry["via"]) for entry in audit["entries"] if "via" in entry]
+    assert ("key_create", "admin") in vias and ("key_delete", "cluster") in vias, vias
 
 
 def test_a_write_through_a_follower_after_the_planner_is_killed(cluster: Cluster) -> None:

@@ -32,12 +32,11 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from brain.engine.replication.buckets import open_bucket
+from brain.engine.replication.buckets import follow_bucket, open_bucket
 from brain.engine.replication.jetstream_log import (
     API_ATTEMPT_S,
     CALL_TIMEOUT_S,
     OPEN_DEADLINE_S,
-    RETRY_PAUSE_S,
 )
 from brain.engine.replication.kv_cas import CAS_DEADLINE_S, KeyChanged, compare_and_set, read_last
 from brain.errors import Conflict, InvalidArgument, StorageFault
@@ -310,24 +309,8 @@ class ShardMap:
             self._current.notify_all()
 
     async def _follow(self) -> None:
-        """Feed the cache from a watch of every key, from each key's last revision on;
-        a watch that fails is started again after :data:`RETRY_PAUSE_S`."""
-        while True:
-            try:
-                watcher = await self._kv.watchall()
-            except (nats.errors.Error, nats.js.errors.Error) as exc:
-                log.warning("watching the shard map: %s", exc)
-                await asyncio.sleep(RETRY_PAUSE_S)
-                continue
-            try:
-                async for entry in watcher:
-                    if entry is None:  # every key's last revision was delivered
-                        self._initial.set()
-                        continue
-                    self._apply(entry)
-            finally:
-                with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-                    await watcher.stop()  # type: ignore[no-untyped-call]
+        """Feed the cache from a watch of every key, from each key's last revision on."""
+        await follow_bucket(self._kv, self._apply, self._initial.set, what="the shard map")
 
     def _apply(self, entry: KeyValue.Entry) -> None:
         namespace = namespace_of(entry.key)
