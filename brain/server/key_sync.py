@@ -178,8 +178,7 @@ class KeySync:
         """Delete a key from the cluster's table, then from this node's store (which
         ends the connections using it); NotFound when neither knows it."""
         known = self._table.get(key_id)
-        local = {record.key_id: record for _, record in self._keys.entries()}.get(key_id)
-        record = local or (known[1] if known else None)
+        record = self._keys.find(key_id) or (known[1] if known else None)
         if record is None:
             raise NotFound(f"no key with id {key_id.hex()}")
         self._changing.add(key_id)

@@ -292,6 +292,13 @@ class KeyStore:
             raw = txn.get(key_digest(api_key), db=self._by_hash)
             return None if raw is None else KeyRecord._decode(bytes(raw))
 
+    def find(self, key_id: bytes) -> KeyRecord | None:
+        """The record of key ``key_id``, or None when there is none."""
+        with self._env.begin() as txn:
+            digest = txn.get(key_id, db=self._hash_by_id)
+            raw = None if digest is None else txn.get(bytes(digest), db=self._by_hash)
+            return None if raw is None else KeyRecord._decode(bytes(raw))
+
     def list_keys(self) -> list[KeyRecord]:
         """Every key, oldest first (key ids are time-ordered)."""
         return [record for _, record in self.entries()]

@@ -238,7 +238,7 @@ def within_bound(server: ServerProcess, api_key: str, *, opens: bool = True) -> 
 def test_a_key_is_one_key_on_every_node(cluster: Cluster) -> None:
     b0, b1, b2 = (cluster.nodes[name] for name in ("b0", "b1", "b2"))
     # Made on b0's admin port: AUTH takes it on every node, the other shard's too.
-    status, made = admin(b0, "POST", "/v1/keys", {"namespace": "shared"})
+    status, made = admin(b0, "POST", "/v1/keys", {"namespace": "everywhere"})
     assert status == 201, made
     api_key, key_id = made["api_key"], made["key_id"]
     for server in (b1, b2):
@@ -250,7 +250,7 @@ def test_a_key_is_one_key_on_every_node(cluster: Cluster) -> None:
     # Used on b0 while it is deleted through b2: b0 refuses the open connection's next
     # request and every node refuses a new AUTH.
     held = connect(b0, api_key)
-    assert encode(held, 40, "written with the shared key").opcode == ENCODE_OK
+    assert encode(held, 40, "written with the cluster's key").opcode == ENCODE_OK
     status, _ = admin(b2, "DELETE", f"/v1/keys/{key_id}")
     assert status == 204
     for server in (b0, b1, b2):
@@ -261,13 +261,13 @@ def test_a_key_is_one_key_on_every_node(cluster: Cluster) -> None:
     assert status == 404, gone
     # A key made by `brain keys create` on b1's data directory while b1 runs reaches
     # the others too.
-    made_here = run_brain("keys", "create", "--data", str(b1.data_dir), "--namespace", "shared")
+    made_here = run_brain("keys", "create", "--data", str(b1.data_dir), "--namespace", "everywhere")
     assert made_here.returncode == 0, made_here.stderr
     cli_key = made_here.stdout.strip().splitlines()[-1]
     for server in (b0, b2):
         assert within_bound(server, cli_key), server
     # The audit says where each change came from.
-    _, audit = admin(b0, "GET", "/v1/audit?namespace=shared&limit=10")
+    _, audit = admin(b0, "GET", "/v1/audit?namespace=everywhere&limit=10")
     vias = [(entry["operation"], entry["via"]) for entry in audit["entries"] if "via" in entry]
     assert ("key_create", "admin") in vias and ("key_delete", "cluster") in vias, vias
 

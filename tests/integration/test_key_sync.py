@@ -51,8 +51,12 @@ class Node:
             await self.link.close()
             self.link = None
 
+    async def close(self) -> None:
+        await self.stop()
+        self.keys.close()
+
     def has(self, key_id: bytes) -> bool:
-        return key_id in {record.key_id for record in self.keys.list_keys()}
+        return self.keys.find(key_id) is not None
 
 
 async def held_within_bound(node: Node, key_id: bytes, *, held: bool = True) -> bool:
@@ -91,10 +95,8 @@ def test_a_node_that_was_down_catches_up_both_ways(cluster: NatsCluster, tmp_pat
             assert ("key_delete", "cluster") in vias(b, "ns-down")
             assert ("key_delete", "admin") in vias(a, "ns-down")
         finally:
-            await a.stop()
-            await b.stop()
-            a.keys.close()
-            b.keys.close()
+            await a.close()
+            await b.close()
 
     asyncio.run(scenario())
 
@@ -117,10 +119,8 @@ def test_a_key_the_cluster_deleted_never_comes_back(cluster: NatsCluster, tmp_pa
             await asyncio.sleep(KEY_SYNC_BOUND_S)
             assert not a.has(record.key_id)
         finally:
-            await a.stop()
-            await restored.stop()
-            a.keys.close()
-            restored.keys.close()
+            await a.close()
+            await restored.close()
 
     asyncio.run(scenario())
 
@@ -144,11 +144,9 @@ def test_an_unreadable_entry_is_ignored(cluster: NatsCluster, tmp_path: Path) ->
                 assert await held_within_bound(b, record.key_id)
                 assert all(isinstance(r, KeyRecord) for r in b.keys.list_keys())
             finally:
-                await b.stop()
-                b.keys.close()
+                await b.close()
         finally:
-            await a.stop()
-            a.keys.close()
+            await a.close()
 
     asyncio.run(scenario())
 
@@ -171,7 +169,6 @@ def test_a_key_change_without_a_quorum_is_refused_and_leaves_nothing(
         finally:
             for node in stopped:
                 cluster.start(node)
-            await a.stop()
-            a.keys.close()
+            await a.close()
 
     asyncio.run(scenario())
