@@ -53,6 +53,7 @@ class Node:
     port: int
     route_port: int
     directory: Path
+    max_payload: int = MAX_PAYLOAD
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
 
@@ -68,7 +69,7 @@ class Node:
         return (
             f"server_name: {self.name}\n"
             f"listen: 127.0.0.1:{self.port}\n"
-            f"max_payload: {MAX_PAYLOAD}\n"
+            f"max_payload: {self.max_payload}\n"
             f'jetstream {{ store_dir: "{store}", max_memory_store: 67108864, '
             "max_file_store: 1073741824 }\n"
             f"cluster {{ name: brain-test, listen: 127.0.0.1:{self.route_port}, "
@@ -145,8 +146,9 @@ class NatsCluster:
 
 
 @contextmanager
-def start_cluster(directory: Path) -> Iterator[NatsCluster]:
-    """Start a three-node JetStream cluster under ``directory``; stop it on exit.
+def start_cluster(directory: Path, *, max_payload: int = MAX_PAYLOAD) -> Iterator[NatsCluster]:
+    """Start a three-node JetStream cluster under ``directory``, whose servers take
+    messages of up to ``max_payload`` bytes; stop it on exit.
 
     A machine without ``nats-server`` fails here, by name, rather than skipping:
     ``.ci/run`` installs it, and so can ``apt-get install nats-server``.
@@ -157,7 +159,8 @@ def start_cluster(directory: Path) -> Iterator[NatsCluster]:
     for index in range(NODES):
         node_dir = directory / f"n{index + 1}"
         node_dir.mkdir(parents=True)
-        cluster.nodes.append(Node(f"n{index + 1}", free_port(), free_port(), node_dir))
+        node = Node(f"n{index + 1}", free_port(), free_port(), node_dir, max_payload)
+        cluster.nodes.append(node)
     try:
         for node in cluster.nodes:
             cluster.start(node)

@@ -77,6 +77,7 @@ from brain.engine.store.meta import (
 )
 from brain.engine.store.upgrade import upgrade_format
 from brain.engine.wal import DEFAULT_SEGMENT_BYTES, RecordLog, WalRecord, WriteAheadLog
+from brain.engine.wal.parts import Whole, join_parts
 from brain.engine.write import idempotency
 from brain.engine.write.activity import Activity
 from brain.engine.write.change_log import LoggedChange
@@ -584,6 +585,10 @@ class Database:
             return
         try:
             compact_log(wal, store, record_time)
+            made = wal.compaction
+            if made is not None and made.compacted_to > writer.applied_lsn:
+                writer.applied_lsn = made.compacted_to  # a base longer than the log
+                self.retrieval.indexer.notify()
         except (BrainError, ValueError) as exc:
             log.warning("compacting the log %s failed: %s", wal.location, exc)
             if wal.failed and self._lease is not None:
@@ -603,7 +608,7 @@ class Database:
         indexes = self.retrieval.indexes
         notify = self._notify
 
-        def apply(batch: list[WalRecord]) -> None:
+        def apply(batch: list[Whole]) -> None:
             def work() -> None:
                 plans: list[tuple[int, Plan]] = []
                 lsn, time_ns = _apply_recovered(
@@ -661,7 +666,7 @@ class Database:
 
         def work() -> None:
             store = self._store
-            time_ns = reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
+            time_ns = reset_to_base(store, _base_of(wal), made.compacted_to, MAX_GROW_ATTEMPTS)
             self.retrieval.indexes.reset(store)
             indexer.recount_queue()
             writer.applied_lsn = made.compacted_to
@@ -922,7 +927,7 @@ def _start_from_base(store: Store, wal: RecordLog, index_dir: Path) -> None:
         applied = get_progress(store, txn).applied_lsn
     if made is None or applied >= made.compacted_to:
         return
-    reset_to_base(store, wal.read_base, made.compacted_to, MAX_GROW_ATTEMPTS)
+    reset_to_base(store, _base_of(wal), made.compacted_to, MAX_GROW_ATTEMPTS)
     shutil.rmtree(index_dir, ignore_errors=True)
 
 
@@ -948,7 +953,7 @@ def _recover(store: Store, wal: RecordLog, index_dir: Path | None = None) -> tup
             f"LSN {applied + 1} next: records in between are missing"
         )
     replayed = 0
-    records = wal.read_from(applied + 1)
+    records = join_parts(wal.read_from(applied + 1))
     while True:
         batch = [r for _, r in zip(range(RECOVERY_BATCH), records, strict=False)]
         if not batch:
@@ -960,9 +965,14 @@ def _recover(store: Store, wal: RecordLog, index_dir: Path | None = None) -> tup
     return applied, last_time
 
 
+def _base_of(wal: JetStreamLog) -> Callable[[], Iterator[Whole]]:
+    """The base records of ``wal``'s current generation, each plan's parts joined."""
+    return lambda: join_parts(wal.read_base())
+
+
 def _apply_recovered(
     store: Store,
-    batch: list[WalRecord],
+    batch: list[Whole],
     applied: int,
     last_time: int,
     plans: list[tuple[int, Plan]] | None = None,
@@ -976,8 +986,8 @@ def _apply_recovered(
         try:
             with store.env.begin(write=True) as txn:
                 for record in batch:
-                    if record.lsn != lsn + 1:
-                        raise StorageFault(f"WAL record {record.lsn} follows {lsn}")
+                    if record.first != lsn + 1:
+                        raise StorageFault(f"WAL record {record.first} follows {lsn}")
                     if record.kind != PLAN_RECORD_KIND:
                         raise StorageFault(
                             f"WAL record {record.lsn} has kind {record.kind}, which this "
@@ -987,7 +997,7 @@ def _apply_recovered(
                     apply_changes(store, txn, plan.changes)
                     if plans is not None:
                         plans.append((record.lsn, plan))
-                    lsn, time_ns = record.lsn, max(time_ns, record.record_time)
+                    lsn, time_ns = record.last, max(time_ns, record.record_time)
                 put_progress(store, txn, lsn, time_ns)
         except lmdb.MapFullError:
             store.grow()

@@ -4,8 +4,9 @@
 A hard forget's purge removes the text from one node's files; the shard's stream
 still holds every record that carried it. The planner compacts the stream after
 its purge: the store's rows as they are now become the **base**, plans of puts
-(:func:`base_plans`, at most :data:`BASE_RECORD_BYTES` each), published into a new
-generation of the stream that ends at the same LSN, and the old generation is
+(:func:`base_plans`, each about one record of the log), published into a new
+generation of the stream that ends at the same LSN (or later, when the base takes
+more records than the log had, spec/05-durability.md §14.12), and the old generation is
 deleted with every record in it (:func:`compact_log`). A node that applied less of
 the old generation than the LSN it was compacted to starts its store again from the
 base (:func:`reset_to_base`): in one transaction every row goes and the base's rows
@@ -29,7 +30,7 @@ from brain.engine.store.meta import (
     stamp_format,
 )
 from brain.engine.store.tables import META, TABLES
-from brain.engine.wal.format import WalRecord
+from brain.engine.wal.parts import Whole, record_count
 from brain.engine.write.frozen import FROZEN_PREFIX
 from brain.engine.write.plan import (
     PLAN_RECORD_KIND,
@@ -44,14 +45,15 @@ from brain.errors import StorageFault
 if TYPE_CHECKING:  # the NATS client loads only for a database on the replicated log
     from brain.engine.replication.jetstream_log import JetStreamLog
 
-__all__ = ["BASE_RECORD_BYTES", "base_plans", "compact_log", "reset_to_base"]
+__all__ = ["BASE_RECORD_SHARE", "base_plans", "base_record_bytes", "compact_log", "reset_to_base"]
 
 log = logging.getLogger("brain.engine")
 
-BASE_RECORD_BYTES: Final = 256 * 1024
-"""Most bytes of rows one base record holds (a row larger than this has a record of
-its own): a quarter of the NATS servers' default ``max_payload`` (1 MiB), which every
-record of the stream must fit in."""
+BASE_RECORD_SHARE: Final = 8
+"""A base record holds rows up to all but one ``BASE_RECORD_SHARE``-th of the log's
+record limit: the rest is room for the plan's own encoding beyond the estimate, so
+that a base record is one record of the log (a larger row is logged in parts). Full
+records keep the base near the log's own length in records."""
 
 _ROW_OVERHEAD: Final = 16
 """Bytes a row adds to a plan beyond its table name, key and value (CBOR heads)."""
@@ -67,16 +69,17 @@ def _logged_rows(store: Store, txn: lmdb.Transaction) -> Iterator[Put]:
             yield Put(table, bytes(key), bytes(value))
 
 
-def base_plans(store: Store, txn: lmdb.Transaction) -> Iterator[bytes]:
-    """The base of the store as ``txn`` sees it: payloads of plans that put every row
-    the log put, in table and key order, each at most :data:`BASE_RECORD_BYTES` of
-    rows (one larger row alone). Applied in order to an empty store they give these
-    rows, byte for byte."""
+def base_plans(store: Store, txn: lmdb.Transaction, limit: int) -> Iterator[bytes]:
+    """The base of the store as ``txn`` sees it, for a log whose records hold at most
+    ``limit`` bytes: payloads of plans that put every row the log put, in table and
+    key order, each of at most :func:`base_record_bytes` of rows (one larger row
+    alone). Applied in order to an empty store they give these rows, byte for byte."""
+    most = base_record_bytes(limit)
     batch: list[Put] = []
     size = 0
     for put in _logged_rows(store, txn):
         cost = len(put.table) + len(put.key) + len(put.value) + _ROW_OVERHEAD
-        if batch and size + cost > BASE_RECORD_BYTES:
+        if batch and size + cost > most:
             yield _payload(batch)
             batch, size = [], 0
         batch.append(put)
@@ -85,28 +88,41 @@ def base_plans(store: Store, txn: lmdb.Transaction) -> Iterator[bytes]:
         yield _payload(batch)
 
 
+def base_record_bytes(limit: int) -> int:
+    """The most bytes of rows one base record holds in a log of ``limit``-byte records."""
+    return limit - limit // BASE_RECORD_SHARE
+
+
 def _payload(batch: list[Put]) -> bytes:
     return encode_plan(Plan(tuple(batch), ()))
 
 
 def compact_log(wal: JetStreamLog, store: Store, record_time: int) -> int:
-    """Compact ``wal`` to its last LSN with the store's base (on the writer thread,
-    between batches, the store having applied every record of the log); clear the
-    store's compaction mark. Returns the number of base records."""
+    """Compact ``wal`` with the store's base (on the writer thread, between batches,
+    the store having applied every record of the log); clear the store's compaction
+    mark and put its progress at the compaction's ``compacted_to``. Returns the number
+    of base records (a plan larger than one record of the log counts as its parts,
+    spec/05-durability.md §14.12)."""
     with store.read() as txn:
-        count = sum(1 for _ in base_plans(store, txn))
+        limit = wal.max_record_payload
+        count = sum(record_count(len(p), limit) for p in base_plans(store, txn, limit))
 
         def base() -> Iterator[bytes]:
-            return base_plans(store, txn)
+            return base_plans(store, txn, limit)
 
         wal.compact(base, count, kind=PLAN_RECORD_KIND, record_time=record_time)
+    made = wal.compaction
+    assert made is not None
     with store.env.begin(write=True) as txn:
         clear_compaction_due(store, txn)
+        # A base longer than the log ends past its last LSN: the store, whose rows it
+        # is, stands at its end too (its answer is the same at every LSN in between).
+        put_progress(store, txn, made.compacted_to, record_time)
     return count
 
 
 def reset_to_base(
-    store: Store, base: Callable[[], Iterable[WalRecord]], compacted_to: int, grow_attempts: int
+    store: Store, base: Callable[[], Iterable[Whole]], compacted_to: int, grow_attempts: int
 ) -> int:
     """Start ``store`` again from a compacted log's base: in one transaction, delete
     every row the log put (every table but ``meta``'s own rows), apply the base
@@ -129,7 +145,7 @@ def reset_to_base(
 
 
 def _replace_rows(
-    store: Store, base: Callable[[], Iterable[WalRecord]], compacted_to: int, grow_attempts: int
+    store: Store, base: Callable[[], Iterable[Whole]], compacted_to: int, grow_attempts: int
 ) -> int:
     """The transaction of :func:`reset_to_base`, tried again on a larger map."""
     for _ in range(grow_attempts):
@@ -149,7 +165,7 @@ def _replace_rows(
                     if record.kind != PLAN_RECORD_KIND:
                         raise StorageFault(f"base record {record.lsn} has kind {record.kind}")
                     apply_changes(store, txn, decode_plan(record.payload).changes)
-                    last, record_time = record.lsn, max(record_time, record.record_time)
+                    last, record_time = record.last, max(record_time, record.record_time)
                 if last and last != compacted_to:
                     raise StorageFault(f"the log's base ends at LSN {last}, not at {compacted_to}")
                 put_progress(store, txn, compacted_to, record_time)

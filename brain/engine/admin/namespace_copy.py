@@ -24,6 +24,7 @@ from brain.engine.index.vectors import VectorIndexes
 from brain.engine.store.scope import namespace_id
 from brain.engine.store.tables import CHANGE_LOG, META, VECTOR_SCOPES
 from brain.engine.wal.format import WalRecord
+from brain.engine.wal.parts import join_parts
 from brain.engine.write.plan import PLAN_RECORD_KIND, Change, Plan, Put, decode_plan
 from brain.engine.write.writer import PlanContext, PlanFn
 from brain.errors import StorageFault
@@ -59,7 +60,7 @@ def copy_batches(namespace: str, records: Iterable[WalRecord]) -> Iterator[CopyB
     size = 0
     latest = 0
     last = 0
-    for record in records:
+    for record in join_parts(records):
         if record.kind != PLAN_RECORD_KIND:
             raise StorageFault(
                 f"source record {record.lsn} has kind {record.kind}, which this build does "
@@ -70,7 +71,7 @@ def copy_batches(namespace: str, records: Iterable[WalRecord]) -> Iterator[CopyB
                 continue
             changes.append(change)
             size += len(change.key) + (len(change.value) if isinstance(change, Put) else 8)
-        last, latest = record.lsn, max(latest, record.record_time)
+        last, latest = record.last, max(latest, record.record_time)
         if size >= COPY_PLAN_BYTES:
             yield CopyBatch(tuple(changes), last, latest)
             changes, size = [], 0

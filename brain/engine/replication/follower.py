@@ -25,7 +25,7 @@ import nats.js.errors
 
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.engine.replication.lease import PlannerLease
-from brain.engine.wal.format import WalRecord
+from brain.engine.wal.parts import Whole, join_parts
 from brain.errors import BrainError
 
 __all__ = ["FOLLOW_BATCH", "FOLLOW_POLL_S", "FOLLOW_RETRY_S", "Follower"]
@@ -65,7 +65,7 @@ class Follower:
         lease: PlannerLease,
         *,
         applied: Callable[[], int],
-        apply: Callable[[list[WalRecord]], None],
+        apply: Callable[[list[Whole]], None],
         restart: Callable[[], None],
         on_taken: Callable[[], None],
         promote: Callable[[], None],
@@ -157,8 +157,8 @@ class Follower:
         if last <= applied:
             self.caught_up_at = time.monotonic()
             return
-        batch: list[WalRecord] = []
-        for record in self._log.read_from(applied + 1):
+        batch: list[Whole] = []
+        for record in join_parts(self._log.read_from(applied + 1)):
             batch.append(record)
             if len(batch) >= FOLLOW_BATCH:
                 self._apply(batch)

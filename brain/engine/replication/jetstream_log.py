@@ -65,6 +65,7 @@ from brain.engine.replication.generations import (
 )
 from brain.engine.replication.options import REPLICAS, JetStreamLogOptions
 from brain.engine.wal.format import Incomplete, WalRecord, decode_record, encode_record
+from brain.engine.wal.parts import split_record
 from brain.errors import LogFenced, StorageFault, WalCorruption, WalSyncFailed
 
 __all__ = [
@@ -132,6 +133,11 @@ COMPACT_CHUNK_BYTES: Final = 4 * 1024 * 1024
 """Base records published per append while compacting, in bytes (a chunk is closed
 once it holds this much): a few MiB in flight, acknowledged by a quorum well
 within :data:`ACK_WAIT_S` on a healthy cluster."""
+
+PUBLISH_OVERHEAD_BYTES: Final = 4096
+"""Room kept in a message beside a record's payload: its frame header (32 bytes) and
+the publish's headers (message id, expected stream and sequence: under 300 bytes),
+with a margin."""
 
 READ_BATCH: Final = 256
 """Records asked for at once when reading: enough requests in flight to hide the
@@ -304,6 +310,13 @@ class JetStreamLog:
     def segments(self) -> list[Path]:
         """No local files: the records are in the stream."""
         return []
+
+    @property
+    def max_record_payload(self) -> int:
+        """The largest record payload one message takes: the servers' ``max_payload``
+        less :data:`PUBLISH_OVERHEAD_BYTES`. A larger plan is logged in parts
+        (:mod:`brain.engine.wal.parts`)."""
+        return int(self._client.max_payload) - PUBLISH_OVERHEAD_BYTES
 
     def append(self, records: Sequence[WalRecord], ids: Sequence[str] | None = None) -> None:
         """Publish ``records`` (LSNs :attr:`next_lsn`, +1, …) and return once the stream
@@ -489,16 +502,21 @@ class JetStreamLog:
         The current stream is sealed first (nothing appends to it from then on), a
         new one created with the next generation number and published to, fenced as
         appends are, each base record of ``kind`` stamped ``record_time``; then every older
-        generation is deleted. The next append goes to the new stream, with the LSN
-        it would have had. A stream that holds records this handle does not know of
+        generation is deleted. The base ends at LSN ``max(last_lsn, count)`` (the
+        compaction's ``compacted_to``) and the next append goes to the new stream
+        after it. A stream that holds records this handle does not know of
         raises :class:`~brain.errors.LogFenced`; any failure fails the log and leaves
         the handle on the sealed stream, which the planner that takes the log next
         compacts again.
         """
         self._check_writable()
-        compacted_to = self.last_lsn
-        if not 0 <= count <= compacted_to:
-            raise ValueError(f"{count} base records for a log of {compacted_to}")
+        last = self.last_lsn
+        if count < 0:
+            raise ValueError(f"{count} base records")
+        # A base can take more records than the log has LSNs (a few large plans whose
+        # rows are re-laid in smaller records): it then ends at LSN ``count``, and the
+        # LSNs after ``last`` stand for no change (spec/05-durability.md §14.12).
+        compacted_to = max(last, count)
         if self.may_append is not None:
             refusal = self.may_append()
             if refusal is not None:
@@ -507,7 +525,7 @@ class JetStreamLog:
         before = (self.generation, self.compaction)
         try:
             number = self._loop.call(
-                self._open_generation(made), 2 * API_DEADLINE_S + CALL_TIMEOUT_S
+                self._open_generation(made, last), 2 * API_DEADLINE_S + CALL_TIMEOUT_S
             )
             self._point_at(number, made)
             self._next_lsn = self._offset + 1
@@ -516,7 +534,7 @@ class JetStreamLog:
             self._first_lsn = self._offset + 1
         except BaseException as exc:
             self._point_at(*before)
-            self._next_lsn = compacted_to + 1
+            self._next_lsn = last + 1
             self.sealed = True
             if isinstance(exc, LogFenced):
                 self._failure = str(exc)
@@ -546,7 +564,8 @@ class JetStreamLog:
         chunk: list[WalRecord] = []
         size = 0
         for payload in base:
-            chunk.append(WalRecord(self._next_lsn + len(chunk), record_time, kind, payload))
+            lsn = self._next_lsn + len(chunk)
+            chunk += split_record(lsn, record_time, kind, payload, self.max_record_payload)
             size += len(payload)
             if size >= COMPACT_CHUNK_BYTES:
                 self.append(chunk)
@@ -557,10 +576,10 @@ class JetStreamLog:
         if published != count:
             raise ValueError(f"the base held {published} records, not {count}")
 
-    async def _open_generation(self, made: Compaction) -> int:
-        """Seal the current stream, check that it ends where this handle knows, delete
-        the incomplete copies of earlier compactions, and create the next generation;
-        its number."""
+    async def _open_generation(self, made: Compaction, last: int) -> int:
+        """Seal the current stream, check that it ends at ``last`` (where this handle
+        knows it ends), delete the incomplete copies of earlier compactions, and create
+        the next generation; its number."""
         current = self._physical
 
         async def seal() -> StreamInfo:
@@ -573,14 +592,13 @@ class JetStreamLog:
 
         sealed = await self._retrying(seal, API_DEADLINE_S, "sealing the stream")
         self.sealed = True
-        last = sealed.state.last_seq + self._offset
-        if last != made.compacted_to:
+        ends = sealed.state.last_seq + self._offset
+        if ends != last:
             raise LogFenced(
                 self.location,
-                made.compacted_to,
                 last,
-                f"the stream ends at LSN {last}, not at {made.compacted_to}: another "
-                "planner appended",
+                ends,
+                f"the stream ends at LSN {ends}, not at {last}: another planner appended",
             )
 
         async def create() -> int:

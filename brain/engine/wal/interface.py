@@ -65,6 +65,12 @@ class RecordLog(Protocol):
         ...
 
     @property
+    def max_record_payload(self) -> int:
+        """The largest payload one record may hold here: a larger plan is logged as
+        parts (:mod:`brain.engine.wal.parts`)."""
+        ...
+
+    @property
     def sync_count(self) -> int:
         """Group commits made durable by :meth:`sync` (fsyncs for the local log)."""
         ...

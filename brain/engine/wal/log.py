@@ -32,6 +32,7 @@ from typing import Final
 
 from brain.engine.wal.format import (
     FORMAT_VERSION,
+    MAX_PAYLOAD,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     SegmentScan,
@@ -146,6 +147,12 @@ class WriteAheadLog:
         self._failure: OSError | None = None
         self._pending: tuple[Path, SegmentScan] | None = None
         """The last segment and its scan while a torn tail waits for :meth:`cut_torn_tail`."""
+
+    @property
+    def max_record_payload(self) -> int:
+        """The largest payload one record holds (:data:`MAX_PAYLOAD`); a larger plan is
+        logged as parts (:mod:`brain.engine.wal.parts`)."""
+        return MAX_PAYLOAD
 
     @classmethod
     def open(

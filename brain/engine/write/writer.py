@@ -49,6 +49,7 @@ from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor
 from brain.engine.store.env import Store
 from brain.engine.store.meta import put_progress
 from brain.engine.wal import RecordLog, WalRecord, WalSyncFailed
+from brain.engine.wal.parts import split_record
 from brain.engine.write.activity import Activity
 from brain.engine.write.clock import RecordClock
 from brain.engine.write.frozen import frozen_namespaces, refusal, touches_freezes
@@ -625,6 +626,7 @@ class Writer:
         plans: list[tuple[int, Plan]] = []
         afters: list[Callable[[], None]] = []
         next_lsn = self._wal.next_lsn
+        limit = self._wal.max_record_payload
         self._plannings += 1
         # A namespace moving to another shard takes no new keys (spec/05 §14.9).
         frozen = frozen_namespaces(self._store, txn)
@@ -660,10 +662,15 @@ class Writer:
             apply_changes(self._store, txn, outcome.changes)
             if touches_freezes(outcome.changes):
                 frozen = frozen_namespaces(self._store, txn)
-            records.append(WalRecord(next_lsn, record_time, PLAN_RECORD_KIND, encode_plan(outcome)))
+            # A plan larger than one record of the log is logged as its parts; its LSN
+            # (which its rows and answer carry) is its first part's.
+            logged = split_record(
+                next_lsn, record_time, PLAN_RECORD_KIND, encode_plan(outcome), limit
+            )
+            records += logged
             plans.append((next_lsn, outcome))
             results.append(outcome.answers[-1] if outcome.answers else b"")
-            next_lsn += 1
+            next_lsn += len(logged)
         return results, records, plans, afters
 
     @staticmethod

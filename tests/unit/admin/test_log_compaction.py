@@ -10,12 +10,19 @@ from pathlib import Path
 import pytest
 
 import brain
-from brain.engine.admin.log_compaction import BASE_RECORD_BYTES, base_plans, reset_to_base
+from brain.engine.admin.log_compaction import base_plans, base_record_bytes, reset_to_base
 from brain.engine.database import Database
 from brain.engine.store.env import Store
 from brain.engine.store.meta import compaction_due, get_progress, put_compaction_due
 from brain.engine.store.tables import MEMORIES, META, TABLES
 from brain.engine.wal.format import WalRecord
+from brain.engine.wal.parts import (
+    MIN_PART_ROOM,
+    PART_HEADER,
+    join_parts,
+    record_count,
+    split_record,
+)
 from brain.engine.write.frozen import FROZEN_PREFIX, freeze
 from brain.engine.write.plan import (
     PLAN_RECORD_KIND,
@@ -33,6 +40,9 @@ from brain.wire.opcodes import Opcode
 from tests.unit.common import NS, rid
 
 BIG_ROW = 300 * 1024
+
+RECORD_LIMIT = 256 * 1024
+"""The log's record limit the base is made for: below the big row."""
 """A value larger than a base record's limit."""
 
 
@@ -78,7 +88,7 @@ def test_the_base_holds_every_logged_row_in_records_under_the_limit(tmp_path: Pa
         put_big_row(store)
         source = rows(store)
         with store.read() as txn:
-            payloads = list(base_plans(store, txn))
+            payloads = list(base_plans(store, txn, RECORD_LIMIT))
     assert len(payloads) > 1
     sizes = []
     for payload in payloads:
@@ -86,8 +96,10 @@ def test_the_base_holds_every_logged_row_in_records_under_the_limit(tmp_path: Pa
         assert plan.answers == () and all(isinstance(c, Put) for c in plan.changes)
         held = sum(len(c.key) + len(c.value) for c in plan.changes if isinstance(c, Put))
         sizes.append(held)
-        # Only a record of one row may be over the limit: the big row, alone.
-        assert held <= BASE_RECORD_BYTES or len(plan.changes) == 1
+        # Only a record of one row may be over the limit: the big row, alone; every
+        # other is one record of the log.
+        assert held <= base_record_bytes(RECORD_LIMIT) or len(plan.changes) == 1
+        assert len(payload) <= RECORD_LIMIT or len(plan.changes) == 1
     assert max(sizes) >= BIG_ROW
     assert source[META] and source[MEMORIES]
 
@@ -97,13 +109,17 @@ def test_the_base_holds_every_logged_row_in_records_under_the_limit(tmp_path: Pa
         with target.env.begin(write=True) as txn:
             apply_changes(target, txn, [Put(MEMORIES, b"stale", b"row"), freeze("gone", "s9")])
             put_compaction_due(target, txn)
+        # Logged where a record holds less than the big row, which goes in parts.
         compacted_to = 500
-        first = compacted_to - len(payloads) + 1
-        records = [
-            WalRecord(first + i, 1234 + i, PLAN_RECORD_KIND, payload)
-            for i, payload in enumerate(payloads)
-        ]
-        record_time = reset_to_base(target, lambda: iter(records), compacted_to, 5)
+        limit = MIN_PART_ROOM + PART_HEADER.size
+        assert limit < BIG_ROW
+        lsn = compacted_to - sum(record_count(len(p), limit) for p in payloads) + 1
+        records: list[WalRecord] = []
+        for i, payload in enumerate(payloads):
+            records += split_record(lsn, 1234 + i, PLAN_RECORD_KIND, payload, limit)
+            lsn = records[-1].lsn + 1
+        assert len(records) > len(payloads)
+        record_time = reset_to_base(target, lambda: join_parts(records), compacted_to, 5)
         assert record_time == 1234 + len(payloads) - 1
         assert rows(target) == source
         with target.read() as txn:
@@ -123,7 +139,7 @@ def test_a_base_ending_elsewhere_changes_nothing(tmp_path: Path) -> None:
         payload = encode_plan(Plan((Put(MEMORIES, b"new", b"row"),), ()))
         short = WalRecord(3, 1, PLAN_RECORD_KIND, payload)
         with pytest.raises(StorageFault, match="ends at LSN 3, not at 10"):
-            reset_to_base(target, lambda: iter([short]), 10, 5)
+            reset_to_base(target, lambda: join_parts([short]), 10, 5)
         assert rows(target) == before
     finally:
         target.close()
