@@ -10,6 +10,7 @@ JetStream's own readiness (a meta leader) is what
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import signal
 import socket
@@ -54,6 +55,7 @@ class Node:
     route_port: int
     directory: Path
     max_payload: int = MAX_PAYLOAD
+    cluster_name: str = "brain-test"
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
 
@@ -72,7 +74,7 @@ class Node:
             f"max_payload: {self.max_payload}\n"
             f'jetstream {{ store_dir: "{store}", max_memory_store: 67108864, '
             "max_file_store: 1073741824 }\n"
-            f"cluster {{ name: brain-test, listen: 127.0.0.1:{self.route_port}, "
+            f"cluster {{ name: {self.cluster_name}, listen: 127.0.0.1:{self.route_port}, "
             f"routes: [{route_urls}] }}\n"
         )
 
@@ -156,10 +158,13 @@ def start_cluster(directory: Path, *, max_payload: int = MAX_PAYLOAD) -> Iterato
     if not Path(NATS_SERVER).is_file():
         raise RuntimeError(f"{NATS_SERVER} is missing: apt-get install nats-server")
     cluster = NatsCluster()
+    # A name of its own: clusters started side by side (parallel tests) whose ports
+    # happened to meet would refuse each other's routes rather than merge.
+    name = f"brain-test-{secrets.token_hex(4)}"
     for index in range(NODES):
         node_dir = directory / f"n{index + 1}"
         node_dir.mkdir(parents=True)
-        node = Node(f"n{index + 1}", free_port(), free_port(), node_dir, max_payload)
+        node = Node(f"n{index + 1}", free_port(), free_port(), node_dir, max_payload, name)
         cluster.nodes.append(node)
     try:
         for node in cluster.nodes:

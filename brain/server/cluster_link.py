@@ -15,7 +15,8 @@ and permissions, and the connection's id (which owns its transactions). The answ
 the response payload or the error with its wire code, message and retry advice, so a
 client sees what the answering node said. Every wait is bounded
 (:data:`FORWARD_TIMEOUT_S`); a request nobody answers, or that times out, is answered
-UNAVAILABLE with :data:`FORWARD_RETRY_MS` of retry advice.
+UNAVAILABLE with :data:`FORWARD_RETRY_MS` of retry advice. A request or answer larger
+than one NATS message goes in parts (:mod:`brain.server.link_parts`).
 
 The connection also serves as the shard map's and the shared key table's handle to
 JetStream (:meth:`ClusterLink.jetstream`, :meth:`ClusterLink.run`).
@@ -25,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import secrets
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
@@ -41,6 +44,7 @@ from nats.js import JetStreamContext
 from brain import cbor
 from brain.engine.replication.jetstream_log import API_ATTEMPT_S, APPEND_DEADLINE_S, CALL_TIMEOUT_S
 from brain.errors import BrainError, Internal, Overloaded, Unavailable, error_from_wire
+from brain.server import link_parts
 from brain.wire.messages.control import ErrorMessage
 
 __all__ = [
@@ -53,6 +57,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("brain.server")
+
+NO_RESPONDERS_STATUS: Final = "503"
+"""The status the servers send to a request's inbox when nobody subscribes to its
+subject."""
 
 _T = TypeVar("_T")
 
@@ -80,7 +88,17 @@ MAX_ANSWERING: Final = 1024
 Each is a task and its request, so this bounds what other nodes can make it hold."""
 
 OVERLOADED_RETRY_MS: Final = 100
-"""Retry advice of a forwarded request refused past :data:`MAX_ANSWERING`."""
+"""Retry advice of a forwarded request refused past :data:`MAX_ANSWERING` or
+:data:`MAX_UPLOADS`."""
+
+MAX_UPLOADS: Final = 8
+"""Requests in parts (:mod:`brain.server.link_parts`) one node takes at once; past it
+they are answered OVERLOADED. Each may hold up to ``MAX_LINK_BYTES`` (16 MiB) until it
+runs, so this bounds what large requests make a node hold to about 128 MiB."""
+
+UPLOAD_TIMEOUT_S: Final = CALL_TIMEOUT_S
+"""How long a node waits for the parts of a request it took: the forwarder sends them
+at once, so only a lost forwarder takes this long."""
 
 Kind = Literal["request", "abort", "freeze", "thaw", "drop"]
 """What a forwarded message asks: run a request, abort a closed connection's
@@ -208,6 +226,13 @@ class ClusterLink:
         self._reads: Subscription | None = None
         self._plans: Subscription | None = None
         self._answering: set[asyncio.Task[None]] = set()
+        self._uploads = 0
+        # One subscription takes every answer and part sent to this node's inboxes
+        # (subject ``<prefix>.<token>``), routed to the call waiting for that token:
+        # no subscription is made and dropped per request.
+        self._inbox_prefix = client.new_inbox()
+        self._inboxes: dict[str, asyncio.Queue[Msg]] = {}
+        self._inbox_subscription: Subscription | None = None
 
     @classmethod
     async def connect(cls, servers: tuple[str, ...], node: str, shard: str) -> ClusterLink:
@@ -231,7 +256,33 @@ class ClusterLink:
             )
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             raise Unavailable(f"cannot reach the NATS servers {list(servers)}: {exc}") from exc
-        return cls(client, node, shard)
+        link = cls(client, node, shard)
+        try:
+            link._inbox_subscription = await client.subscribe(
+                f"{link._inbox_prefix}.*", cb=link._route
+            )
+        except nats.errors.Error as exc:
+            await client.close()
+            raise Unavailable(f"cannot subscribe on the NATS servers: {exc}") from exc
+        return link
+
+    async def _route(self, message: Msg) -> None:
+        """Hand a message sent to one of this node's inboxes to the call waiting on it
+        (one whose call is over is dropped)."""
+        queue = self._inboxes.get(message.subject.rpartition(".")[2])
+        if queue is not None:
+            queue.put_nowait(message)
+
+    @contextlib.contextmanager
+    def _inbox(self) -> Iterator[tuple[str, asyncio.Queue[Msg]]]:
+        """A fresh inbox of this node's and the queue its messages arrive on."""
+        token = secrets.token_hex(8)
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._inboxes[token] = queue
+        try:
+            yield f"{self._inbox_prefix}.{token}", queue
+        finally:
+            del self._inboxes[token]
 
     # --- a handle for the shard map and the key table (LogHandle) ------------------------
 
@@ -308,7 +359,11 @@ class ClusterLink:
 
     async def _answer(self, handler: Handler, message: Msg) -> None:
         try:
-            forwarded = Forwarded.decode(message.data)
+            offer = link_parts.read_upload(message.data)
+            data = message.data if offer is None else await self._take_upload(message, *offer)
+            if data is None:
+                return
+            forwarded = Forwarded.decode(data)
         except ValueError as exc:
             await self._reply(message, _answer_error(Internal(str(exc))))
             return
@@ -321,11 +376,56 @@ class ClusterLink:
             answer = _answer_error(Internal(f"node {self.node} failed; see its log"))
         await self._reply(message, answer)
 
+    async def _take_upload(self, message: Msg, count: int, size: int) -> bytes | None:
+        """The request whose parts the offer ``message`` announces: name an inbox to
+        the forwarder and collect them there. None (the forwarder told why) when this
+        node takes too many already or the parts do not come whole in time."""
+        if not message.reply:
+            return None
+        if self._uploads >= MAX_UPLOADS:
+            refused = Overloaded(
+                f"node {self.node} takes {MAX_UPLOADS} requests in parts already",
+                retry_after_ms=OVERLOADED_RETRY_MS,
+            )
+            await self._reply(message, _answer_error(refused))
+            return None
+        self._uploads += 1
+        try:
+            with self._inbox() as (inbox, queue):
+                await self._reply(message, link_parts.send_to(inbox))
+                received = await _collect(queue, count, size, UPLOAD_TIMEOUT_S)
+        finally:
+            self._uploads -= 1
+        if received is None:
+            failed = Unavailable(
+                f"node {self.node} did not receive the request's {count} parts whole "
+                f"within {UPLOAD_TIMEOUT_S:g} s",
+                retry_after_ms=FORWARD_RETRY_MS,
+            )
+            await self._reply(message, _answer_error(failed))
+        return received
+
     async def _reply(self, message: Msg, answer: bytes) -> None:
+        """Send ``answer`` to the request's reply subject: in parts when it is larger
+        than one message (:mod:`brain.server.link_parts`)."""
         if not message.reply:
             return
+        if len(answer) > link_parts.MAX_LINK_BYTES:
+            too_large = Internal(
+                f"node {self.node}'s answer is {len(answer)} bytes, over the "
+                f"{link_parts.MAX_LINK_BYTES} a forwarded answer may hold"
+            )
+            answer = _answer_error(too_large)
         try:
-            await message.respond(answer)
+            if len(answer) <= link_parts.room(self.max_payload):
+                await self._client.publish(message.reply, answer)
+                return
+            parts = link_parts.split(answer, self.max_payload)
+            await self._client.publish(
+                message.reply, link_parts.answer_parts(len(parts), len(answer))
+            )
+            for part in parts:
+                await self._client.publish(message.reply, part)
         except nats.errors.Error as exc:
             log.warning("answering a forwarded request: %s", exc)
 
@@ -337,29 +437,59 @@ class ClusterLink:
         answer within :data:`FORWARD_TIMEOUT_S`, is UNAVAILABLE with retry advice;
         ``doing`` says to whom, for that message."""
         data = forwarded.encode()
-        if len(data) > self.max_payload:
+        if len(data) > link_parts.MAX_LINK_BYTES:
             raise Unavailable(
-                f"the request is {len(data)} bytes, over the NATS servers' max_payload of "
-                f"{self.max_payload}, so it cannot be forwarded to {doing}; send it to a "
-                "node of that shard, or raise max_payload in their configuration"
+                f"the request is {len(data)} bytes, over the {link_parts.MAX_LINK_BYTES} "
+                f"a forwarded request may hold, so it cannot be forwarded to {doing}"
             )
+        deadline = self._loop.time() + FORWARD_TIMEOUT_S
         try:
-            reply = await self._client.request(subject, data, timeout=FORWARD_TIMEOUT_S)
-        except nats.errors.NoRespondersError:
-            raise Unavailable(
-                f"nobody answers for {doing} just now (a takeover in progress?)",
-                retry_after_ms=FORWARD_RETRY_MS,
-            ) from None
-        except (TimeoutError, nats.errors.TimeoutError):
-            raise Unavailable(
-                f"{doing} did not answer within {FORWARD_TIMEOUT_S:g} s",
-                retry_after_ms=FORWARD_RETRY_MS,
-            ) from None
+            with self._inbox() as (inbox, queue):
+                if len(data) <= link_parts.room(self.max_payload):
+                    await self._client.publish(subject, data, reply=inbox)
+                else:
+                    await self._upload(
+                        subject, data, inbox=inbox, queue=queue, deadline=deadline, doing=doing
+                    )
+                first = await _next(queue, deadline, doing)
+                announced = link_parts.read_answer_parts(first)
+                if announced is None:
+                    return _read_answer(first)
+                whole = await _collect(queue, *announced, deadline - self._loop.time())
+                if whole is None:
+                    raise Unavailable(
+                        f"{doing} did not send its answer's parts whole in time",
+                        retry_after_ms=FORWARD_RETRY_MS,
+                    )
+                return _read_answer(whole)
+        except ValueError as exc:  # parts announced out of bounds
+            raise Internal(f"{doing} answered a forwarded request so: {exc}") from None
         except nats.errors.Error as exc:
             raise Unavailable(
                 f"forwarding to {doing} failed: {exc}", retry_after_ms=FORWARD_RETRY_MS
             ) from exc
-        return _read_answer(reply.data)
+
+    async def _upload(
+        self,
+        subject: str,
+        data: bytes,
+        *,
+        inbox: str,
+        queue: asyncio.Queue[Msg],
+        deadline: float,
+        doing: str,
+    ) -> None:
+        """Send the request ``data`` in parts: offer it on ``subject``, then publish
+        the parts to the inbox the node that took it names (or raise its refusal)."""
+        parts = link_parts.split(data, self.max_payload)
+        await self._client.publish(subject, link_parts.upload(len(parts), len(data)), reply=inbox)
+        answer = await _next(queue, deadline, doing)
+        target = link_parts.read_send_to(answer)
+        if target is None:
+            _read_answer(answer)  # the refusal it carries (OVERLOADED, say)
+            raise Internal(f"{doing} answered an offer of a request in parts with an answer")
+        for part in parts:
+            await self._client.publish(target, part)
 
     async def tell(self, subject: str, forwarded: Forwarded) -> None:
         """Send ``forwarded`` without waiting for an answer (an abort of a closed
@@ -371,16 +501,60 @@ class ClusterLink:
 
     async def close(self) -> None:
         """Stop answering, finish the answers in flight, close the connection."""
-        for subscription in (self._reads, self._plans):
+        for subscription in (self._reads, self._plans, self._inbox_subscription):
             if subscription is not None:
                 try:
                     await subscription.unsubscribe()
                 except nats.errors.Error as exc:
                     log.debug("unsubscribing: %s", exc)
-        self._reads = self._plans = None
+        self._reads = self._plans = self._inbox_subscription = None
         if self._answering:
             await asyncio.wait(set(self._answering), timeout=CALL_TIMEOUT_S)
         try:
             await asyncio.wait_for(self._client.close(), CALL_TIMEOUT_S)
         except (TimeoutError, nats.errors.Error) as exc:
             log.debug("closing the cluster link: %s", exc)
+
+
+async def _next(queue: asyncio.Queue[Msg], deadline: float, doing: str) -> bytes:
+    """The next message on the forwarder's inbox, by ``deadline`` (the loop's clock):
+    UNAVAILABLE with retry advice when nobody answers the subject or nothing comes."""
+    # A deadline already past still looks once, briefly, at what has come.
+    remaining = max(deadline - asyncio.get_running_loop().time(), 0.001)
+    try:
+        message = await asyncio.wait_for(queue.get(), remaining)
+    except TimeoutError:
+        raise Unavailable(
+            f"{doing} did not answer within {FORWARD_TIMEOUT_S:g} s",
+            retry_after_ms=FORWARD_RETRY_MS,
+        ) from None
+    if message.headers and message.headers.get("Status") == NO_RESPONDERS_STATUS:
+        raise Unavailable(
+            f"nobody answers for {doing} just now (a takeover in progress?)",
+            retry_after_ms=FORWARD_RETRY_MS,
+        )
+    return bytes(message.data)
+
+
+async def _collect(
+    queue: asyncio.Queue[Msg], count: int, size: int, timeout: float
+) -> bytes | None:
+    """``count`` parts of ``size`` bytes in all from ``queue`` within
+    ``timeout`` seconds, joined; None when they do not come whole in time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    parts: list[bytes] = []
+    held = 0
+    while len(parts) < count:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return None
+        try:
+            message = await asyncio.wait_for(queue.get(), remaining)
+        except TimeoutError:
+            return None
+        held += len(message.data)
+        if held > size:
+            return None
+        parts.append(bytes(message.data))
+    return b"".join(parts) if held == size else None

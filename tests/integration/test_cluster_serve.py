@@ -4,9 +4,10 @@ follower; s1: b2). A write sent to a follower is forwarded to the planner and an
 with its LSN, and a planner's error keeps its wire code; a transaction through the
 follower runs on the planner and is dropped there when its connection closes; a
 namespace the shard map puts on s1 is answered from every node (its SUBSCRIBE only on
-s1); the planner killed with SIGKILL, a write through the follower succeeds after the
-takeover and a retried request id is answered from the idempotency record, not
-applied twice."""
+s1); a write and an answer larger than one NATS message (the servers keep the default
+1 MiB limit) are forwarded whole; the planner killed with SIGKILL, a write through the
+follower succeeds after the takeover and a retried request id is answered from the
+idempotency record, not applied twice."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from bench.peers.nats import NatsCluster, start_cluster
+from brain.cbor import MAX_TEXT_BYTES
 from brain.engine.replication import JetStreamLogOptions
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.engine.replication.shard_map import CACHE_BOUND_S, ShardMap
@@ -66,7 +68,8 @@ def node(nats: NatsCluster, root: Path, name: str, shard: str) -> ServerProcess:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One NATS cluster and three nodes for the whole file; b0 starts first and plans s0."""
     root = tmp_path_factory.mktemp("serve")
-    with start_cluster(root / "nats") as nats:
+    # NATS's default message limit, which a large write or answer is over.
+    with start_cluster(root / "nats", max_payload=1024 * 1024) as nats:
         nodes: dict[str, ServerProcess] = {}
         try:
             nodes["b0"] = node(nats, root, "b0", "s0")
@@ -176,21 +179,25 @@ def test_a_transaction_left_open_on_a_follower_is_aborted_on_the_planner(
     assert reply.error_name == "TXN_EXPIRED", reply.body
 
 
-def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
+def on_s1(cluster: Cluster, namespace: str) -> dict[str, str]:
+    """Map ``namespace`` to s1 and make a key for it on every node; the keys by node."""
     with JetStreamLog.open(JetStreamLogOptions(cluster.nats.servers, shard="s0")) as handle:
         shard_map = ShardMap.open(handle, "s0", replicas=3)
         try:
-            shard_map.assign("elsewhere", "s1")
+            shard_map.assign(namespace, "s1")
         finally:
             shard_map.close()
     time.sleep(CACHE_BOUND_S)  # every node's cache holds the change by now
     keys: dict[str, str] = {}
     for name, server in cluster.nodes.items():
-        made = run_brain(
-            "keys", "create", "--data", str(server.data_dir), "--namespace", "elsewhere"
-        )
+        made = run_brain("keys", "create", "--data", str(server.data_dir), "--namespace", namespace)
         assert made.returncode == 0, made.stderr
         keys[name] = made.stdout.strip().splitlines()[-1]
+    return keys
+
+
+def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster) -> None:
+    keys = on_s1(cluster, "elsewhere")
     # Written through a node of s0 (the follower): it lands on s1's planner.
     reply = encode(connect(cluster.nodes["b1"], keys["b1"]), 10, "kept on shard s1")
     assert reply.opcode == ENCODE_OK, reply.body
@@ -207,6 +214,27 @@ def test_a_namespace_on_another_shard_is_answered_from_any_node(cluster: Cluster
     assert refused.error_name == "UNAVAILABLE" and "s1" in refused.body["message"], refused.body
     streamed = ask(connect(cluster.nodes["b2"], keys["b2"]), Opcode.SUBSCRIBE, {"from_lsn": 1})
     assert streamed.opcode == RESPONSE_BIT | Opcode.SUBSCRIBE, streamed.body
+
+
+def test_writes_and_answers_larger_than_a_nats_message_are_forwarded(cluster: Cluster) -> None:
+    # A text at the wire's 1 MiB limit: its request is over one message, and so
+    # are its plan and the MEMORY_GET answer carrying it.
+    text = " ".join(f"large{i}" for i in range(130_000))[:MAX_TEXT_BYTES].strip()
+    assert len(text.encode()) > MAX_TEXT_BYTES - 10
+    follower = connect(cluster.nodes["b1"])
+    written = encode(follower, 30, text)  # forwarded to b0, the planner of s0
+    assert written.opcode == ENCODE_OK, written.body
+    for name in ("b0", "b1"):
+        found = get_eventually(connect(cluster.nodes[name]), written.body["memory_id"])
+        assert found.opcode == MEMORY_GET_OK and found.body["memory"]["text"] == text, name
+    # A namespace on s1, written and read through s0's nodes: every request and
+    # answer goes over the link.
+    keys = on_s1(cluster, "farther")
+    far = encode(connect(cluster.nodes["b1"], keys["b1"]), 31, text)
+    assert far.opcode == ENCODE_OK, far.body
+    for name in ("b0", "b1", "b2"):
+        found = get_eventually(connect(cluster.nodes[name], keys[name]), far.body["memory_id"])
+        assert found.opcode == MEMORY_GET_OK and found.body["memory"]["text"] == text, name
 
 
 def admin(server: ServerProcess, method: str, path: str, body: Any = None) -> tuple[int, Any]:
