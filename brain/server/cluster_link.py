@@ -242,11 +242,19 @@ class ClusterLink:
         async def on_error(error: Exception) -> None:
             log.warning("cluster link: %s", error)
 
+        async def on_disconnected() -> None:
+            log.warning("node %s lost its NATS server; reconnecting", node)
+
+        async def on_reconnected() -> None:
+            log.warning("node %s reconnected to NATS", node)
+
         try:
             client = await asyncio.wait_for(
                 nats.connect(
                     servers=list(servers),
                     error_cb=on_error,
+                    disconnected_cb=on_disconnected,
+                    reconnected_cb=on_reconnected,
                     connect_timeout=int(CONNECT_TIMEOUT_S),
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,

@@ -41,6 +41,23 @@ def request(payload: bytes) -> Forwarded:
 
 Handler = Callable[[Forwarded], Awaitable[bytes]]
 
+WARM_UP: Final = b"warm-up"
+"""A request :func:`answered` sends; handlers answer it and tests do not count it."""
+
+
+async def answered(asker: ClusterLink, shard: str) -> None:
+    """Wait until the planner of ``shard`` answers ``asker`` at all (a fresh cluster's
+    servers may still be settling their routes and move a connection), at most 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            await asker.forward(plan_subject(shard), request(WARM_UP), doing="the planner")
+            return
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
 
 def linked(
     cluster: NatsCluster,
@@ -49,7 +66,10 @@ def linked(
     test: Callable[[ClusterLink], Awaitable[None]],
 ) -> None:
     """Run ``test`` with a link of node ``b`` forwarding to node ``a``, which plans
-    ``shard`` and answers with ``handler``."""
+    ``shard`` and answers with ``handler`` (once it answers at all)."""
+
+    async def warmed(forwarded: Forwarded) -> bytes:
+        return b"" if forwarded.payload == WARM_UP else await handler(forwarded)
 
     async def run() -> None:
         # Both on one server: the planner's subscription is known there once made (on
@@ -59,7 +79,8 @@ def linked(
         asker = await ClusterLink.connect(server, "b", shard)
         try:
             assert asker.max_payload == MAX_PAYLOAD
-            await planner.serve_plans(handler)
+            await planner.serve_plans(warmed)
+            await answered(asker, shard)
             await test(asker)
         finally:
             await asker.close()
