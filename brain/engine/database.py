@@ -548,6 +548,7 @@ class Database:
         self._notify = notify
         lease.on_lost = self._lease_lost
         self._writer.on_log_failed = self._log_failed
+        self._writer.on_checkpoint = self._trim_log
         if lease.holder == lease.node:
             self._promotions = 1
             refusal = lease.refusal()
@@ -558,13 +559,23 @@ class Database:
             return
         self._follow(lease)
 
+    def _trim_log(self) -> None:
+        """After a checkpoint of the planner's: compact the stream when it grew past its
+        trim bound (spec/05-durability.md §14.10, "Trimming"), or for the reasons
+        :meth:`_compact_log` has; never lets an error reach the writer's loop."""
+        try:
+            self._compact_log()
+        except Exception:
+            log.exception("weighing a trim of the log failed")
+
     def _compact_log(self) -> None:
         """On the writer thread, between batches, while this node plans: compact the
         shard's stream (spec/05-durability.md §14.10) when a purge here marked it due,
-        or when its stream is sealed (a compaction another planner began and did not
-        finish). A compaction that fails leaves this node following the shard again;
-        the planner after it compacts the sealed stream."""
-        from brain.engine.admin.log_compaction import compact_log
+        when its stream is sealed (a compaction another planner began and did not
+        finish), or when it grew past its trim bound. A compaction that fails leaves
+        this node following the shard again; the planner after it compacts the
+        sealed stream."""
+        from brain.engine.admin.log_compaction import compact_log, trim_due
         from brain.engine.replication.jetstream_log import JetStreamLog
 
         wal, store, writer = self._wal, self._store, self._writer
@@ -573,8 +584,23 @@ class Database:
         with store.read() as txn:
             due = compaction_due(store, txn)
             record_time = get_progress(store, txn).last_record_time
-        if not (due or wal.sealed):
+        made = wal.compaction
+        store_bytes = store.live_bytes()
+        trim = trim_due(
+            wal.stream_bytes,
+            store_bytes,
+            wal.options.trim_after_bytes,
+            wal.last_lsn - (made.compacted_to if made is not None else 0),
+        )
+        if not (due or wal.sealed or trim):
             return
+        if trim and not (due or wal.sealed):
+            log.info(
+                "trimming the log %s: its stream holds %d bytes, the store %d",
+                wal.location,
+                wal.stream_bytes,
+                store_bytes,
+            )
         if writer.applied_lsn != wal.last_lsn:
             log.warning(
                 "not compacting the log %s: this node applied LSN %d of its %d",

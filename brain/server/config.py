@@ -22,6 +22,7 @@ from brain.embed import DEFAULT_KIND, EMBEDDER_KINDS
 from brain.engine.extract import DEFAULT_EXTRACTORS, Extractor, extractors_named
 from brain.engine.replication.options import (
     DEFAULT_LEASE_TERM_S,
+    DEFAULT_TRIM_AFTER_BYTES,
     REPLICAS,
     JetStreamLogOptions,
 )
@@ -175,6 +176,10 @@ class ClusterConfig:
     """How long the planner lease holds without a renewal."""
     replicas: int = REPLICAS
     """Copies the shard's stream keeps when this node creates it."""
+    trim_after_bytes: int = DEFAULT_TRIM_AFTER_BYTES
+    """The planner compacts the shard's stream once it holds this many bytes and
+    twice the store's, though nothing was forgotten (spec/05-durability.md §14.10):
+    it bounds what a fresh node replays. 0 never trims."""
     default_shard: str = ""
     """The shard of every namespace the shard map does not name
     (spec/05-durability.md §14.7), the same on every node of a cluster of several
@@ -204,6 +209,7 @@ class ClusterConfig:
             replicas=self.replicas,
             node=self.node,
             lease_term_s=self.lease_term_s,
+            trim_after_bytes=self.trim_after_bytes,
         )
 
 
@@ -408,7 +414,13 @@ def _validate_cluster(cluster: ClusterConfig) -> None:
             continue  # empty: this node's own shard
         if not _CLUSTER_NAME.fullmatch(getattr(cluster, key)):
             raise ConfigError(f"cluster.{key} must be 1-64 of A-Z a-z 0-9 _ -")
+    _validate_cluster_numbers(cluster)
+
+
+def _validate_cluster_numbers(cluster: ClusterConfig) -> None:
     if not cluster.lease_term_s > 0:
         raise ConfigError("cluster.lease_term_s must be positive")
     if not 1 <= cluster.replicas <= MAX_STREAM_REPLICAS:
         raise ConfigError(f"cluster.replicas must be in 1..{MAX_STREAM_REPLICAS}")
+    if cluster.trim_after_bytes < 0:
+        raise ConfigError("cluster.trim_after_bytes must be 0 (never trim) or more")

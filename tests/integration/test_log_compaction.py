@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import nats
@@ -23,13 +24,14 @@ import pytest
 
 from bench.peers.nats import NatsCluster, start_cluster
 from brain.embed.hashing import HashingEmbedder
+from brain.engine.admin.log_compaction import TRIM_STORE_FACTOR
 from brain.engine.database import Database, DatabaseOptions
 from brain.engine.index.tokens import tokenize
 from brain.engine.replication.follower import FOLLOW_POLL_S
 from brain.engine.replication.generations import Compaction, stream_name, stream_subject
 from brain.engine.replication.jetstream_log import JetStreamLog
 from brain.errors import BrainError
-from brain.wire.messages.memory_ops import EncodeOk, Forget, MemoryGet, MemoryGetOk
+from brain.wire.messages.memory_ops import Encode, EncodeOk, Forget, MemoryGet, MemoryGetOk
 from brain.wire.messages.recall_ops import ArmWeights, Recall, RecallOk
 from brain.wire.opcodes import Opcode
 from tests.integration.embedded_nodes import encode, node_options
@@ -43,6 +45,13 @@ FILLER = [f"ordinary hangar note {i} about topic {i % 3}" for i in range(24)]
 GONE_WORDS = ("osprey", "5531", "quill")
 """Beginnings of the secret's words that no other text holds: the term hashes of its
 tokens that begin so must go too."""
+
+TRIM_AFTER_BYTES = 64 * 1024
+"""The trim bound of the trimming test's nodes: far under the default, so that a few
+hundred writes pass it."""
+
+SCRATCH = 300
+"""Memories written to the namespace the trimming test drops."""
 
 SETTLE_S = 20.0
 """How long the test waits for the servers to delete an old generation's files and
@@ -346,3 +355,52 @@ def test_an_old_generation_left_behind_is_deleted_by_the_follower_that_finds_it(
         later = encode(planner, 200, "after the old generation went")
         follower.wait_applied(later.lsn, SETTLE_S)
         same_answers(planner, follower, [w.memory_id for w in filler] + [later.memory_id])
+
+
+def trimming(cluster: NatsCluster, node: str) -> DatabaseOptions:
+    """Options of a node of shard ``trim`` that trims its stream past 64 KiB."""
+    opts = options(cluster, "trim", node)
+    assert opts.jetstream is not None
+    return replace(opts, jetstream=replace(opts.jetstream, trim_after_bytes=TRIM_AFTER_BYTES))
+
+
+def test_a_stream_far_larger_than_the_store_is_trimmed_at_a_checkpoint(
+    cluster: NatsCluster, tmp_path: Path
+) -> None:
+    with (
+        Database.open(tmp_path / "a", trimming(cluster, "a")) as planner,
+        Database.open(tmp_path / "b", trimming(cluster, "b")) as follower,
+    ):
+        assert isinstance(planner.wal, JetStreamLog)
+        kept = [encode(planner, i, text) for i, text in enumerate(FILLER)]
+        for i in range(SCRATCH):
+            scratch = Encode(request_id=rid(1000 + i), text=f"scratch note {i} of many")
+            planner.execute("scratch", Opcode.ENCODE, scratch)
+        # A stream no larger than what it built is not trimmed: a copy saves nothing.
+        planner.checkpoint()
+        grown = planner.wal.stream_bytes
+        assert grown > TRIM_AFTER_BYTES
+        assert grown < TRIM_STORE_FACTOR * planner._store.live_bytes()
+        assert planner.wal.generation == 0
+
+        # Dropped, the scratch namespace leaves its records in the stream and not in
+        # the store: the next checkpoint compacts the stream to the store's rows.
+        assert planner.drop_namespace("scratch") > 0
+        assert planner.wal.stream_bytes >= TRIM_STORE_FACTOR * planner._store.live_bytes()
+        planner.checkpoint()
+        made = planner.wal.compaction
+        assert planner.wal.generation == 1 and made is not None
+        assert made.compacted_to == planner.applied_lsn
+        assert planner.wal.stream_bytes < grown // 2
+        # Nothing written since: the next checkpoint has nothing to trim.
+        planner.checkpoint()
+        assert planner.wal.generation == 1
+
+        later = encode(planner, 200, "written after the trim")
+        follower.wait_applied(later.lsn, SETTLE_S)
+        assert isinstance(follower.wal, JetStreamLog) and follower.wal.generation == 1
+        ids = [w.memory_id for w in kept] + [later.memory_id]
+        same_answers(planner, follower, ids)
+        with Database.open(tmp_path / "c", trimming(cluster, "c")) as fresh:
+            fresh.wait_applied(later.lsn, SETTLE_S)
+            same_answers(planner, fresh, ids)

@@ -45,7 +45,15 @@ from brain.errors import StorageFault
 if TYPE_CHECKING:  # the NATS client loads only for a database on the replicated log
     from brain.engine.replication.jetstream_log import JetStreamLog
 
-__all__ = ["BASE_RECORD_SHARE", "base_plans", "base_record_bytes", "compact_log", "reset_to_base"]
+__all__ = [
+    "BASE_RECORD_SHARE",
+    "TRIM_STORE_FACTOR",
+    "base_plans",
+    "base_record_bytes",
+    "compact_log",
+    "reset_to_base",
+    "trim_due",
+]
 
 log = logging.getLogger("brain.engine")
 
@@ -54,6 +62,12 @@ BASE_RECORD_SHARE: Final = 8
 record limit: the rest is room for the plan's own encoding beyond the estimate, so
 that a base record is one record of the log (a larger row is logged in parts). Full
 records keep the base near the log's own length in records."""
+
+TRIM_STORE_FACTOR: Final = 2
+"""A stream is trimmed once it holds this many times the store's bytes (and at least
+the node's ``trim_after_bytes``): a compaction copies about the store, so trimming
+costs at most about half a byte copied per byte appended, and the base it leaves
+(no larger than the store) never calls for the next compaction by itself."""
 
 _ROW_OVERHEAD: Final = 16
 """Bytes a row adds to a plan beyond its table name, key and value (CBOR heads)."""
@@ -95,6 +109,22 @@ def base_record_bytes(limit: int) -> int:
 
 def _payload(batch: list[Put]) -> bytes:
     return encode_plan(Plan(tuple(batch), ()))
+
+
+def trim_due(
+    stream_bytes: int, store_bytes: int, trim_after_bytes: int, appended_after_base: int
+) -> bool:
+    """Whether a stream of ``stream_bytes`` should be compacted though nothing was
+    forgotten (spec/05-durability.md §14.10, "Trimming"): it holds at least
+    ``trim_after_bytes`` (0: never trim) and :data:`TRIM_STORE_FACTOR` times the
+    store's ``store_bytes``, and records were appended after its base (so that two
+    compactions always have writes between them)."""
+    return (
+        trim_after_bytes > 0
+        and appended_after_base > 0
+        and stream_bytes >= trim_after_bytes
+        and stream_bytes >= TRIM_STORE_FACTOR * store_bytes
+    )
 
 
 def compact_log(wal: JetStreamLog, store: Store, record_time: int) -> int:

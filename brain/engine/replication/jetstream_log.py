@@ -227,6 +227,9 @@ class JetStreamLog:
         self._offset = 0
         """The LSN of the record before the stream's sequence 1: 0, or for a compacted
         generation the LSN it was compacted to less its base records."""
+        self.stream_bytes = 0
+        """Bytes the current generation's stream holds, as of the last look at it plus
+        the frames this handle appended since (what trimming weighs, §14.10)."""
         self.sync_count = 0
         self.bytes_written = 0
         self.republished = 0
@@ -367,7 +370,9 @@ class JetStreamLog:
             raise self._fail(f"publishing failed: {exc}") from exc
         self._next_lsn = expected
         self.sync_count += 1
-        self.bytes_written += sum(len(frame) for frame in frames)
+        appended = sum(len(frame) for frame in frames)
+        self.bytes_written += appended
+        self.stream_bytes += appended
 
     def sync(self) -> None:
         """Nothing to do: :meth:`append` returned only once every record was stored by
@@ -456,6 +461,7 @@ class JetStreamLog:
                 f"the stream ends at LSN {last}, before the {self.last_lsn} records it held",
             )
         self._next_lsn = last + 1
+        self.stream_bytes = info.state.bytes
         return self.last_lsn
 
     def read_base(self) -> Iterator[WalRecord]:
@@ -523,18 +529,21 @@ class JetStreamLog:
                 raise self._fail(refusal)
         made = Compaction(compacted_to, count)
         before = (self.generation, self.compaction)
+        bytes_before = self.stream_bytes
         try:
             number = self._loop.call(
                 self._open_generation(made, last), 2 * API_DEADLINE_S + CALL_TIMEOUT_S
             )
             self._point_at(number, made)
             self._next_lsn = self._offset + 1
+            self.stream_bytes = 0
             self._publish_base(base(), count, kind, record_time)
             self.sealed = False
             self._first_lsn = self._offset + 1
         except BaseException as exc:
             self._point_at(*before)
             self._next_lsn = last + 1
+            self.stream_bytes = bytes_before
             self.sealed = True
             if isinstance(exc, LogFenced):
                 self._failure = str(exc)
@@ -758,6 +767,7 @@ class JetStreamLog:
             )
         self._next_lsn = state.last_seq + self._offset + 1
         self._first_lsn = first_seq + self._offset
+        self.stream_bytes = state.bytes
 
     async def _subscribe_acks(self) -> None:
         """Take an inbox of this handle's own for the acknowledgements of its publishes."""

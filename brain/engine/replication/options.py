@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_LEASE_TERM_S", "REPLICAS", "JetStreamLogOptions"]
+__all__ = ["DEFAULT_LEASE_TERM_S", "DEFAULT_TRIM_AFTER_BYTES", "REPLICAS", "JetStreamLogOptions"]
 
 REPLICAS: Final = 3
 """Copies of every record: a quorum of two acknowledges it, so one server may be
@@ -20,6 +20,12 @@ DEFAULT_LEASE_TERM_S: Final = 10.0
 """How long a planner lease holds without a renewal: several times a stream leader
 election (a few seconds), so a cluster that loses a server does not depose a healthy
 planner, and short enough that writes resume within seconds of a planner's crash."""
+
+DEFAULT_TRIM_AFTER_BYTES: Final = 1 << 30
+"""The stream's size (1 GiB) below which the planner never trims it
+(spec/05-durability.md §14.10): a stream that only grows is compacted once it holds
+this much and twice the store's bytes, so a fresh node replays at most about that
+much, and a small store is not copied again and again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +48,6 @@ class JetStreamLogOptions:
     (spec/05-durability.md §14.3, §14.4)."""
     lease_term_s: float = DEFAULT_LEASE_TERM_S
     """The planner lease's term (with :attr:`node`)."""
+    trim_after_bytes: int = DEFAULT_TRIM_AFTER_BYTES
+    """The planner compacts the stream (spec/05-durability.md §14.10) once it holds
+    this many bytes and twice the store's; 0 never trims (only a purge compacts)."""

@@ -347,6 +347,18 @@ class Store:
         pages = int(self.env.info()["last_pgno"]) - self._pages_at_checkpoint
         return max(0, pages) * self._page_size
 
+    def live_bytes(self) -> int:
+        """Bytes of the pages every table's rows fill now (no free page, no page a
+        checkpoint's pin keeps): about what a copy of the rows takes, which a
+        replicated log's trim weighs its stream against."""
+        with self.read() as txn:
+            stats = [txn.stat(self.table(name)) for name in TABLES]
+        return sum(
+            (int(s["branch_pages"]) + int(s["leaf_pages"]) + int(s["overflow_pages"]))
+            * int(s["psize"])
+            for s in stats
+        )
+
     def usage(self) -> tuple[int, int]:
         """(map size, bytes in use) for metrics and stats."""
         info = self.env.info()

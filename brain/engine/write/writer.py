@@ -252,6 +252,10 @@ class Writer:
         writer, or unacknowledged) makes the writer stand by instead of turning
         read-only, and this is told why (on the writer thread; it must not block).
         The node then follows the shard again (spec/05-durability.md §14.3)."""
+        self.on_checkpoint: Callable[[], None] | None = None
+        """Set by a node of a replicated log: run on the writer thread after each
+        checkpoint the writer makes while it plans (a stream's trim is weighed then,
+        spec/05-durability.md §14.10); it may take a while, as a checkpoint does."""
         self.batches = 0
         self.batched_jobs = 0
         self.last_batch_size = 0
@@ -313,8 +317,9 @@ class Writer:
         return future
 
     def request_checkpoint(self) -> Future[object]:
-        """Ask the writer thread to checkpoint between batches."""
-        return self.between_batches(self.checkpoint)
+        """Ask the writer thread to checkpoint between batches (and run
+        :attr:`on_checkpoint` after it, as the writer's own checkpoints do)."""
+        return self.between_batches(self._checkpoint_and_after)
 
     def between_batches(self, work: Callable[[], object]) -> Future[object]:
         """Run ``work`` on the writer thread between two batches (no write transaction
@@ -703,7 +708,12 @@ class Writer:
             or self._growth_due(now)
         )
         if due and not self.read_only:
-            self.checkpoint()
+            self._checkpoint_and_after()
+
+    def _checkpoint_and_after(self) -> None:
+        self.checkpoint()
+        if self.on_checkpoint is not None and not self.read_only:
+            self.on_checkpoint()
 
     def _growth_due(self, now: float) -> bool:
         """Whether the data file grew :data:`CHECKPOINT_GROWTH_BYTES` since the last

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 import brain
-from brain.engine.admin.log_compaction import base_plans, base_record_bytes, reset_to_base
+from brain.engine.admin.log_compaction import (
+    TRIM_STORE_FACTOR,
+    base_plans,
+    base_record_bytes,
+    reset_to_base,
+    trim_due,
+)
 from brain.engine.database import Database
 from brain.engine.store.env import Store
 from brain.engine.store.meta import compaction_due, get_progress, put_compaction_due
@@ -143,3 +149,31 @@ def test_a_base_ending_elsewhere_changes_nothing(tmp_path: Path) -> None:
         assert rows(target) == before
     finally:
         target.close()
+
+
+@pytest.mark.parametrize(
+    ("stream", "store", "bound", "after_base", "due"),
+    [
+        (10_000, 4_000, 8_000, 5, True),  # past the bound and twice the store
+        (7_999, 1_000, 8_000, 5, False),  # under the bound
+        (10_000, 5_001, 8_000, 5, False),  # under twice the store: a copy saves little
+        (10_000, 5_000, 8_000, 5, True),  # exactly twice
+        (10_000, 1_000, 8_000, 0, False),  # nothing written since the base
+        (10**12, 1, 0, 5, False),  # a bound of 0 never trims
+    ],
+)
+def test_a_stream_is_trimmed_past_its_bound_and_twice_the_store(
+    stream: int, store: int, bound: int, after_base: int, due: bool
+) -> None:
+    assert TRIM_STORE_FACTOR == 2
+    assert trim_due(stream, store, bound, after_base) is due
+
+
+def test_the_store_s_live_bytes_count_its_rows_pages_not_its_file(db: Database) -> None:
+    empty = db._store.live_bytes()
+    for i in range(200):
+        db.execute(NS, Opcode.ENCODE, Encode(request_id=rid(), text=f"note {i} " * 20))
+    full = db._store.live_bytes()
+    assert full > empty + 200 * 100
+    # The file's high water holds the free pages and the checkpoint's copies too.
+    assert full < db._store.usage()[1]

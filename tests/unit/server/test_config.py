@@ -97,7 +97,7 @@ def test_the_embedding_backlog_limit_is_read_from_the_environment() -> None:
 def test_the_cluster_section_names_the_replicated_log() -> None:
     assert load_config(environ={}).cluster.log_options() is None  # the local WAL
     config = load_config(
-        environ={"BRAIN_CLUSTER__LEASE_TERM_S": "4"},
+        environ={"BRAIN_CLUSTER__LEASE_TERM_S": "4", "BRAIN_CLUSTER__TRIM_AFTER_BYTES": "0"},
         overrides={
             "cluster.nats": "nats://127.0.0.1:4222, nats://127.0.0.1:4223",
             "cluster.node": "n1",
@@ -113,6 +113,7 @@ def test_the_cluster_section_names_the_replicated_log() -> None:
         4.0,
         3,
     )
+    assert options.trim_after_bytes == 0  # never trims
 
 
 @pytest.mark.parametrize(
@@ -135,6 +136,10 @@ def test_the_cluster_section_names_the_replicated_log() -> None:
         (
             {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.replicas": 6},
             "cluster.replicas must be in 1..5",
+        ),
+        (
+            {"cluster.nats": "nats://h:1", "cluster.node": "n", "cluster.trim_after_bytes": -1},
+            "trim_after_bytes must be 0",
         ),
     ],
 )
