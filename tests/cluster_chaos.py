@@ -85,6 +85,10 @@ CLIENTS: Final = 3
 SUBJECTS: Final = 3
 """Statement subjects per client: each STATEMENT_LIST of one covers several writes."""
 
+MAX_SLOW_ERRORS: Final = 40
+"""Failed writes kept in the record of one slow takeover: enough to see what the
+clients were told, few enough to keep the record readable."""
+
 CALL_TIMEOUT_S: Final = 10.0
 """One call's longest wait: past a takeover's bound and a follower's wait for a
 minimum LSN (5 s), so a call that hangs longer is a fault."""
@@ -161,9 +165,12 @@ RESULTS: Final = Path(__file__).resolve().parents[1] / "bench" / "results" / "cl
 class Cluster:
     """The NATS servers and brain nodes of the run, restarted in place."""
 
-    def __init__(self, nats: NatsCluster, root: Path) -> None:
+    def __init__(self, nats: NatsCluster, root: Path, logs: Path | None = None) -> None:
         self.nats = nats
         self.root = root
+        self.logs = logs
+        """Where each node's output is written when it stops or is killed, as
+        ``<node>-<incarnation>.log`` (None: not kept)."""
         self.servers: dict[str, ServerProcess] = {}
         self.incarnation: dict[str, int] = dict.fromkeys(NODES, 0)
         self.lock = threading.Lock()
@@ -188,9 +195,17 @@ class Cluster:
         """SIGKILL ``node`` and wait for it to be gone."""
         with self.lock:
             server = self.servers.pop(node)
+            incarnation = self.incarnation[node]
         server.process.kill()
         server.process.wait(10)
         server.stop()
+        self._keep_output(node, incarnation, server)
+
+    def _keep_output(self, node: str, incarnation: int, server: ServerProcess) -> None:
+        if self.logs is not None:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            text = "".join(server.output)
+            (self.logs / f"{node}-{incarnation}.log").write_text(text, encoding="utf-8")
 
     def address(self, node: str) -> tuple[ServerProcess, int] | None:
         """The running process of ``node`` and its incarnation, or None while down."""
@@ -201,9 +216,11 @@ class Cluster:
     def stop(self) -> None:
         """Stop every node still running."""
         with self.lock:
-            servers, self.servers = list(self.servers.values()), {}
-        for server in servers:
+            servers, self.servers = dict(self.servers), {}
+            incarnations = dict(self.incarnation)
+        for node, server in servers.items():
             server.stop()
+            self._keep_output(node, incarnations[node], server)
 
 
 @dataclass(frozen=True, slots=True)
@@ -722,9 +739,9 @@ def _connect(cluster: Cluster, node: str) -> Client:
 
 
 @contextmanager
-def _running(root: Path) -> Iterator[Cluster]:
+def _running(root: Path, logs: Path | None) -> Iterator[Cluster]:
     with start_cluster(root / "nats") as nats:
-        cluster = Cluster(nats, root)
+        cluster = Cluster(nats, root, logs)
         try:
             for node in NODES:  # b0 first: it takes the lease
                 cluster.start(node)
@@ -770,6 +787,28 @@ class _Tally:
     takeovers_in_elections: list[float] = field(default_factory=list)
     """Takeovers of planners killed within :data:`ELECTION_S` of a NATS server's return."""
     stuck: list[str] = field(default_factory=list)
+    slow: list[dict[str, object]] = field(default_factory=list)
+    """Each takeover over its bound: the round, the node killed, and the failed
+    writes between the kill and the first acknowledgement (what the clients saw)."""
+
+
+def _slow_takeover(
+    shared: _Shared, round_no: int, node: str, killed_at: float, first: Op
+) -> dict[str, object]:
+    """What a takeover over its bound looked like to the clients, for its record."""
+    with shared.lock:
+        seen = [op for op in shared.history if killed_at <= op.end <= first.end and op.is_write]
+    return {
+        "round": round_no,
+        "killed": node,
+        "took_s": round(first.end - killed_at, 3),
+        "acknowledged_by": first.node,
+        "failed_writes": [
+            f"+{op.end - killed_at:.2f}s {op.node}: {(op.error or op.outcome)[:160]}"
+            for op in seen
+            if op.outcome != "ok"
+        ][:MAX_SLOW_ERRORS],
+    }
 
 
 def _one_round(
@@ -809,6 +848,8 @@ def _one_round(
                     electing = _in_election(killed_at, first.end, shared.nats_down)
                 took = first.end - killed_at
                 (tally.takeovers_in_elections if electing else tally.takeovers).append(took)
+                if took > (ELECTION_TAKEOVER_BOUND_S if electing else TAKEOVER_BOUND_S):
+                    tally.slow.append(_slow_takeover(shared, round_no, node, killed_at, first))
         else:
             time.sleep(rng.uniform(*DOWN_S))
         cluster.start(node)
@@ -822,15 +863,18 @@ def run_rounds(
     seed: int,
     progress: Callable[[dict[str, object]], None] | None = None,
     max_s: float | None = None,
+    *,
+    logs: Path | None = None,
 ) -> dict[str, object]:
     """Run ``rounds`` kill rounds in ``root``; return the figures. ``progress``, if
     given, receives the figures of the rounds so far after every round; with
-    ``max_s``, no round starts after that many seconds (the final checks still run)."""
+    ``max_s``, no round starts after that many seconds (the final checks still run);
+    with ``logs``, every node's output is kept there."""
     rng = random.Random(seed)
     shared = _Shared()
     started = time.monotonic()
     tally = _Tally()
-    with _running(root) as cluster:
+    with _running(root, logs) as cluster:
         threads = [
             threading.Thread(
                 target=_ClientThread(i, cluster, shared, rng.randrange(1 << 30)).run,
@@ -909,6 +953,7 @@ def _figures(rounds: int, tally: _Tally, shared: _Shared, started: float) -> dic
             t > ELECTION_TAKEOVER_BOUND_S for t in in_elections
         ),
         "stuck": list(tally.stuck),
+        "slow_takeovers": list(tally.slow),
         "attempts": len(ops),
         "write_attempts": sum(op.is_write for op in ops),
         "read_your_writes_checked": ryw_checked,
@@ -943,6 +988,9 @@ def main(argv: list[str] | None = None) -> int:
         "--max-s", type=float, default=None, help="start no round after this many seconds"
     )
     parser.add_argument("--save", action="store_true", help=f"write the figures to {RESULTS}")
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="keep every node's output in this directory"
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
 
@@ -952,7 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
             RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
     with tempfile.TemporaryDirectory(prefix="brain-cluster-chaos-") as root:
-        figures = run_rounds(Path(root), args.rounds, seed, progress, args.max_s)
+        figures = run_rounds(Path(root), args.rounds, seed, progress, args.max_s, logs=args.logs)
     ok = (
         figures["lost"] == figures["duplicated"] == figures["violations"] == 0
         and figures["converged"] is True
