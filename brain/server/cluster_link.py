@@ -71,6 +71,18 @@ may itself take (a write rides out a stream election for up to
 ``retrieval.index_wait_s``, 30 s by default), so a slow answer is still relayed, and
 bounded, so a lost one becomes UNAVAILABLE rather than a hang."""
 
+KEEPALIVE_S: Final = 0.5
+"""How often a node working on a forwarded request tells the forwarder so
+(:func:`~brain.server.link_parts.working`), once the request has run this long."""
+
+SILENCE_S: Final = 3.0
+"""A forwarder that hears nothing of its request for this long (no answer, no
+keepalive) takes the node that took it for gone (killed, or cut off) and answers
+UNAVAILABLE with retry advice, instead of waiting out :data:`FORWARD_TIMEOUT_S`:
+the client's retry, under the same request id, reaches the planner that takes over
+(spec/05-durability.md §14.7). Six keepalives' worth, so that a loaded node's slow
+event loop is not taken for a dead one."""
+
 FORWARD_RETRY_MS: Final = 500
 """The retry advice of a forwarded request nobody answered: a takeover (a term plus a
 second, spec/05-durability.md §14.3) is over in a few such waits, and a client that
@@ -375,6 +387,7 @@ class ClusterLink:
         except ValueError as exc:
             await self._reply(message, _answer_error(Internal(str(exc))))
             return
+        keepalive = asyncio.ensure_future(self._keep_alive(message.reply))
         try:
             answer = _answer_ok(await handler(forwarded))
         except BrainError as exc:
@@ -382,7 +395,24 @@ class ClusterLink:
         except Exception:
             log.exception("answering a forwarded request")
             answer = _answer_error(Internal(f"node {self.node} failed; see its log"))
+        finally:
+            # Stopped and awaited first, so no keepalive follows the answer.
+            keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keepalive
         await self._reply(message, answer)
+
+    async def _keep_alive(self, reply: str) -> None:
+        """Tell the forwarder every :data:`KEEPALIVE_S` that its request still runs."""
+        if not reply:
+            return
+        while True:
+            await asyncio.sleep(KEEPALIVE_S)
+            try:
+                await self._client.publish(reply, link_parts.working())
+            except nats.errors.Error as exc:
+                log.debug("telling a forwarder its request still runs: %s", exc)
+                return
 
     async def _take_upload(self, message: Msg, count: int, size: int) -> bytes | None:
         """The request whose parts the offer ``message`` announces: name an inbox to
@@ -525,17 +555,28 @@ class ClusterLink:
 
 
 async def _next(queue: asyncio.Queue[Msg], deadline: float, doing: str) -> bytes:
-    """The next message on the forwarder's inbox, by ``deadline`` (the loop's clock):
-    UNAVAILABLE with retry advice when nobody answers the subject or nothing comes."""
-    # A deadline already past still looks once, briefly, at what has come.
-    remaining = max(deadline - asyncio.get_running_loop().time(), 0.001)
-    try:
-        message = await asyncio.wait_for(queue.get(), remaining)
-    except TimeoutError:
-        raise Unavailable(
-            f"{doing} did not answer within {FORWARD_TIMEOUT_S:g} s",
-            retry_after_ms=FORWARD_RETRY_MS,
-        ) from None
+    """The next message on the forwarder's inbox, by ``deadline`` (the loop's clock),
+    keepalives skipped: UNAVAILABLE with retry advice when nobody answers the subject,
+    nothing comes in time, or nothing at all for :data:`SILENCE_S`."""
+    loop = asyncio.get_running_loop()
+    while True:
+        # A deadline already past still looks once, briefly, at what has come.
+        remaining = max(deadline - loop.time(), 0.001)
+        try:
+            message = await asyncio.wait_for(queue.get(), min(remaining, SILENCE_S))
+        except TimeoutError:
+            if remaining > SILENCE_S:
+                raise Unavailable(
+                    f"{doing} went silent for {SILENCE_S:g} s with the request "
+                    "(the node that took it stopped?); it may have run: retry it",
+                    retry_after_ms=FORWARD_RETRY_MS,
+                ) from None
+            raise Unavailable(
+                f"{doing} did not answer within {FORWARD_TIMEOUT_S:g} s",
+                retry_after_ms=FORWARD_RETRY_MS,
+            ) from None
+        if not link_parts.is_working(message.data):
+            break
     if message.headers and message.headers.get("Status") == NO_RESPONDERS_STATUS:
         raise Unavailable(
             f"nobody answers for {doing} just now (a takeover in progress?)",

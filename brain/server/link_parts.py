@@ -14,6 +14,10 @@ messages to one subscriber).
 - An answer: the answering node sends ``{"parts": count, "bytes": size}`` to the
   request's reply subject, then the parts.
 
+While a request runs, the answering node sends ``{"working": true}`` to its reply
+subject now and then (:func:`working`): a forwarder that hears nothing for a while
+takes the node for gone rather than waiting out the whole forward timeout.
+
 This module holds the framing only; :mod:`brain.server.cluster_link` does the I/O.
 """
 
@@ -29,6 +33,7 @@ __all__ = [
     "LINK_OVERHEAD_BYTES",
     "MAX_LINK_BYTES",
     "answer_parts",
+    "is_working",
     "read_answer_parts",
     "read_send_to",
     "read_upload",
@@ -36,6 +41,7 @@ __all__ = [
     "send_to",
     "split",
     "upload",
+    "working",
 ]
 
 LINK_OVERHEAD_BYTES: Final = 4096
@@ -74,6 +80,19 @@ def send_to(inbox: str) -> bytes:
 def answer_parts(count: int, size: int) -> bytes:
     """What starts an answer of ``size`` bytes in ``count`` parts."""
     return cbor.encode({"parts": count, "bytes": size})
+
+
+_WORKING: Final = cbor.encode({"working": True})
+
+
+def working() -> bytes:
+    """What an answering node sends while it still works on a request."""
+    return _WORKING
+
+
+def is_working(data: bytes) -> bool:
+    """Whether ``data`` is :func:`working`'s message (no answer is)."""
+    return data == _WORKING
 
 
 def _map(data: bytes) -> dict[object, object] | None:

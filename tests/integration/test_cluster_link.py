@@ -64,9 +64,11 @@ def linked(
     shard: str,
     handler: Handler,
     test: Callable[[ClusterLink], Awaitable[None]],
+    planners: dict[str, ClusterLink] | None = None,
 ) -> None:
     """Run ``test`` with a link of node ``b`` forwarding to node ``a``, which plans
-    ``shard`` and answers with ``handler`` (once it answers at all)."""
+    ``shard`` and answers with ``handler`` (once it answers at all); ``planners``,
+    if given, receives node ``a``'s link by its name."""
 
     async def warmed(forwarded: Forwarded) -> bytes:
         return b"" if forwarded.payload == WARM_UP else await handler(forwarded)
@@ -76,6 +78,8 @@ def linked(
         # another server it is after the routes tell it, which a retry covers).
         server = cluster.servers[:1]
         planner = await ClusterLink.connect(server, "a", shard)
+        if planners is not None:
+            planners["a"] = planner
         asker = await ClusterLink.connect(server, "b", shard)
         try:
             assert asker.max_payload == MAX_PAYLOAD
@@ -182,3 +186,38 @@ def test_uploads_are_bounded_and_given_up_when_their_parts_never_come(
             await raw.close()
 
     linked(cluster, "stalled", handler, test)
+
+
+def test_a_slow_answer_is_waited_for_and_a_silent_node_given_up(
+    cluster: NatsCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster_link, "KEEPALIVE_S", 0.1)
+    monkeypatch.setattr(cluster_link, "SILENCE_S", 0.6)
+    entered = asyncio.Event()
+    never = asyncio.Event()
+
+    async def handler(forwarded: Forwarded) -> bytes:
+        if forwarded.payload == b"slow":
+            await asyncio.sleep(3 * cluster_link.SILENCE_S)  # keepalives meanwhile
+            return b"done"
+        entered.set()
+        await never.wait()  # the node stops before it answers
+        return b"never"
+
+    async def test(asker: ClusterLink) -> None:
+        subject = plan_subject("silent")
+        assert await asker.forward(subject, request(b"slow"), doing="the planner") == b"done"
+        # The node that took the request goes without a word (as if killed): the
+        # forwarder gives up after SILENCE_S, not after FORWARD_TIMEOUT_S.
+        started = time.monotonic()
+        asking = asyncio.ensure_future(asker.forward(subject, request(b"hang"), doing="it"))
+        await asyncio.wait_for(entered.wait(), 5)
+        await planner_of["a"]._client.close()
+        with pytest.raises(Unavailable, match="went silent") as refused:
+            await asking
+        assert refused.value.retry_after_ms == cluster_link.FORWARD_RETRY_MS
+        assert time.monotonic() - started < cluster_link.FORWARD_TIMEOUT_S / 4
+        never.set()
+
+    planner_of: dict[str, ClusterLink] = {}
+    linked(cluster, "silent", handler, test, planners=planner_of)

@@ -31,3 +31,15 @@ def test_the_parts_framing_reads_back_and_refuses_what_is_out_of_bounds() -> Non
     parts = link_parts.split(data, MAX_PAYLOAD)
     assert b"".join(parts) == data
     assert all(len(p) <= link_parts.room(MAX_PAYLOAD) for p in parts)
+
+
+def test_a_keepalive_is_no_answer_and_no_answer_is_a_keepalive() -> None:
+    assert link_parts.is_working(link_parts.working())
+    for other in (
+        link_parts.upload(2, 10),
+        link_parts.send_to("inbox"),
+        link_parts.answer_parts(2, 10),
+        cbor.encode({"working": False}),
+        b"",
+    ):
+        assert not link_parts.is_working(other)
