@@ -3,7 +3,7 @@
 with the planner node, a follower node or one NATS server killed (SIGKILL) at random
 each round and restarted on the same data directory and node id.
 
-    python -m tests.cluster_chaos --rounds 200 [--seed N] [--max-s S] [--save]
+    python -m tests.cluster_chaos --rounds 200 [--seed N] [--max-s S] [--save] [--logs DIR]
 
 Each client is a thread with its own connections. It writes (ENCODE, STATEMENT_CREATE
 on subjects of its own) with a request id, to the node it believes plans the shard:
