@@ -49,9 +49,18 @@ def options(cluster: NatsCluster, shard: str, node: str) -> DatabaseOptions:
     return node_options(cluster.servers, shard, node, TERM_S)
 
 
-def big_text(seed: int, size: int = 900 * 1024) -> str:
-    """A text of ``size`` UTF-8 bytes (under the wire's 1 MiB text limit) with many
-    distinct words, so that its plan (text, postings, vector) is over 1 MiB."""
+PLAN_OVER_LIMIT: Final = 160 * 1024
+"""A text of distinct words this long makes a plan (text, postings, vector) of over
+2 MiB: over one message, and quick to write, apply and read on three nodes."""
+
+ROW_OVER_LIMIT: Final = 900 * 1024
+"""A text this long (under the wire's 1 MiB text limit) makes a memory row larger
+than a base record holds (seven eighths of a message), so the base has it in parts."""
+
+
+def big_text(seed: int, size: int = PLAN_OVER_LIMIT) -> str:
+    """A text of ``size`` UTF-8 bytes with many distinct words, so that its plan is
+    over one message of the log."""
     words: list[str] = []
     total = 0
     i = 0
@@ -163,7 +172,7 @@ def test_a_compaction_base_holds_a_large_row_in_parts(cluster: NatsCluster, tmp_
         Database.open(tmp_path / "a", options(cluster, "based", "a")) as planner,
         Database.open(tmp_path / "b", options(cluster, "based", "b")) as follower,
     ):
-        text = big_text(4)
+        text = big_text(4, ROW_OVER_LIMIT)
         large = encode(planner, 1, text)
         gone = encode(planner, 2, "a secret to forget")
         planner.execute(
